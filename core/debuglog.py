@@ -1,0 +1,80 @@
+"""The debug log for prompt tuning: one record per model call (Langfuse-style generation record).
+
+Records are plain dicts appended to a list (``st.session_state.debug_logs`` in the console, any
+list in a CLI or test): no external I/O. Every string is scrubbed of personal data and secrets
+when the record is made, so nothing sensitive is ever stored.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, MutableSequence
+
+from core.llm.base import LLMRequest
+from core.pii import scrub
+
+# Secrets known at run time (the configured API key) are added here by the registry.
+KNOWN_SECRETS: set[str] = set()
+
+
+@dataclass
+class CallTags:
+    """Who made the call: shown and filterable in the debug panel."""
+
+    session_id: str = ""
+    flow: str = ""
+    step: str = ""
+    prompt: str = ""
+
+
+def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, attempt: int, kind: str,
+                request: LLMRequest, raw: str | None, outcome: str, errors: list[str] | None = None,
+                latency_ms: float = 0.0, usage: dict[str, Any] | None = None,
+                parse_stage: str | None = None) -> dict[str, Any]:
+    record = {
+        "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "session_id": tags.session_id,
+        "flow": tags.flow,
+        "step": tags.step,
+        "prompt": tags.prompt,
+        "provider": provider,
+        "model": model,
+        "strategy": strategy,
+        "attempt": attempt,
+        "kind": kind,  # call / repair / retry
+        "messages": request.messages,
+        "response_format": request.response_format,
+        "tools": request.tools,
+        "raw_output": raw,
+        "outcome": outcome,  # ok / parse_error / schema_error / entry_schema_error / provider_error:<kind>
+        "errors": list(errors or []),
+        "parse_stage": parse_stage,
+        "latency_ms": round(latency_ms, 1),
+        "usage": dict(usage or {}),
+    }
+    return scrub(record, tuple(KNOWN_SECRETS))
+
+
+def append(log: MutableSequence[dict[str, Any]] | None, record: dict[str, Any]) -> None:
+    if log is not None:
+        log.append(record)
+
+
+def records_table(records: list[dict[str, Any]]):
+    """A pandas DataFrame of the records' summary columns (for the filterable table)."""
+    import pandas as pd
+
+    rows = [{
+        "time": r.get("time"), "session_id": r.get("session_id"), "flow": r.get("flow"), "step": r.get("step"),
+        "provider": r.get("provider"), "model": r.get("model"), "strategy": r.get("strategy"),
+        "attempt": r.get("attempt"), "kind": r.get("kind"), "outcome": r.get("outcome"),
+        "latency_ms": r.get("latency_ms"), "total_tokens": (r.get("usage") or {}).get("total_tokens"),
+        "errors": " / ".join(r.get("errors") or []),
+    } for r in records]
+    return pd.DataFrame(rows, columns=["time", "session_id", "flow", "step", "provider", "model", "strategy",
+                                       "attempt", "kind", "outcome", "latency_ms", "total_tokens", "errors"])
+
+
+def to_jsonl(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)

@@ -1,0 +1,1 @@
+"""The contract-knowledge interview (seeds 001 and 003)."""

@@ -1,0 +1,70 @@
+"""One knowledge-interview turn: the seed 001 message stack and ``call_llm``.
+
+Stack: system prompt, an assistant few-shot turn that is itself schema-valid, the history
+(user / assistant), then the user payload ``ユーザー指示:`` + ``添付テキスト:``.
+"""
+from __future__ import annotations
+
+from typing import Any, MutableSequence, Sequence
+
+from core.debuglog import CallTags
+from core.engine import RetryPolicy, structured_call
+from core.prompts import load_prompt
+from core.results import TurnResult
+from core.schemas import embed_entry_schema, load_schema, to_strict_schema
+from core.validation import parse_and_validate_turn
+
+TURN_SCHEMA_NAME = "knowledge_llm_turn"
+ENTRY_SCHEMA_NAME = "knowledge_llm_entry"
+FEW_SHOT_TURN = load_prompt("knowledge_few_shot_turn.json")
+TURN_FIELDS = "control, state, assistant_message, knowledge_json の 4 つ"
+
+
+def turn_schema() -> dict[str, Any]:
+    return load_schema(TURN_SCHEMA_NAME)
+
+
+def entry_schema() -> dict[str, Any]:
+    return load_schema(ENTRY_SCHEMA_NAME)
+
+
+def system_prompt() -> str:
+    return load_prompt("knowledge_system")
+
+
+def build_user_payload(user_text: str, file_texts: Sequence[str] | None) -> str:
+    parts = []
+    if user_text:
+        parts.append(f"ユーザー指示:\n{user_text}")
+    if file_texts:
+        parts.append("添付テキスト:\n" + "\n\n".join(file_texts))
+    return "\n\n".join(parts)
+
+
+def build_messages(user_text: str, file_texts: Sequence[str] | None, system_prompt: str,
+                   history: Sequence[dict[str, Any]] | None) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system_prompt},
+                {"role": "assistant", "content": FEW_SHOT_TURN}]
+    for item in history or []:
+        if item.get("role") in ("user", "assistant"):
+            messages.append({"role": item["role"], "content": item["content"]})
+    messages.append({"role": "user", "content": build_user_payload(user_text, file_texts)})
+    return messages
+
+
+def call_llm(user_text: str, file_texts: Sequence[str] | None, system_prompt: str,
+             history: Sequence[dict[str, Any]] | None, client: Any, turn_schema: dict[str, Any],
+             entry_schema: dict[str, Any], max_repairs: int = 2, *, strategies: Sequence[str] | None = None,
+             log: MutableSequence[dict[str, Any]] | None = None, tags: CallTags | None = None,
+             retry: RetryPolicy | None = None) -> TurnResult:
+    """Run one schema-checked knowledge turn. Never raises for bad output or provider errors."""
+    messages = build_messages(user_text, file_texts, system_prompt, history)
+    wire = to_strict_schema(embed_entry_schema(turn_schema, entry_schema))
+    result = structured_call(
+        client, messages, schema=turn_schema, name=TURN_SCHEMA_NAME, wire_schema=wire,
+        validate=lambda raw: parse_and_validate_turn(raw, turn_schema, entry_schema),
+        strategies=strategies, max_repairs=max_repairs, repair_fields=TURN_FIELDS,
+        log=log, tags=tags or CallTags(flow="knowledge", step="turn", prompt="knowledge_system"),
+        retry=retry, result_cls=TurnResult)
+    assert isinstance(result, TurnResult)
+    return result

@@ -1,0 +1,54 @@
+"""Result objects of a structured model call: what was asked, what came back, and why it failed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PARSE_ERROR = "parse_error"
+SCHEMA_ERROR = "schema_error"
+ENTRY_SCHEMA_ERROR = "entry_schema_error"
+PROVIDER_ERROR = "provider_error"
+
+ERROR_LABELS_JA = {
+    PARSE_ERROR: "JSON として読み取れない出力でした",
+    SCHEMA_ERROR: "出力がスキーマに合いませんでした",
+    ENTRY_SCHEMA_ERROR: "ナレッジ JSON がナレッジスキーマに合いませんでした",
+    PROVIDER_ERROR: "モデルの呼び出しに失敗しました",
+}
+
+
+@dataclass
+class StructuredResult:
+    """Outcome of validating (and possibly repairing) one structured model turn.
+
+    ``errors`` are readable ``$.json.path: message`` lines. ``method`` is the strategy that
+    produced the accepted output (structured_output / tool_call / prompt_extract / offline),
+    ``repairs`` how many repair calls it took, ``attempts`` the number of model calls.
+    """
+
+    ok: bool
+    data: dict[str, Any] | None = None
+    raw: str = ""
+    error_type: str | None = None
+    errors: list[str] = field(default_factory=list)
+    attempts: int = 0
+    method: str | None = None
+    repairs: int = 0
+    parse_stage: str | None = None
+    provider_error: str | None = None  # timeout / rate_limit / server_error / connection / auth / bad_request / refusal / unknown
+
+    @property
+    def error_text(self) -> str:
+        return "\n".join(self.errors)
+
+    @property
+    def error_label(self) -> str:
+        return ERROR_LABELS_JA.get(self.error_type or "", "不明なエラー")
+
+
+@dataclass
+class TurnResult(StructuredResult):
+    """A knowledge-interview turn: the generic result plus the message and normalised entries."""
+
+    assistant_message: str = ""
+    knowledge: list[dict[str, str]] = field(default_factory=list)
