@@ -1,0 +1,22 @@
+"""Kaiwa Console entry point: session state, the provider sidebar, and page navigation."""
+import streamlit as st
+
+from pages.common import init_session, render_sidebar
+
+st.set_page_config(page_title="Kaiwa Console", page_icon="💬", layout="wide")
+init_session()
+
+pages = {
+    "会話フロー": [
+        st.Page("pages/knowledge.py", title="契約ナレッジ作成", icon="📝", default=True),
+        st.Page("pages/diagnosis.py", title="車両問診", icon="🚗"),
+        st.Page("pages/faq.py", title="FAQ", icon="❓"),
+    ],
+    "運用": [
+        st.Page("pages/debug_log.py", title="デバッグログ", icon="🪵"),
+        st.Page("pages/manual_admin.py", title="マニュアル管理", icon="📚"),
+    ],
+}
+navigation = st.navigation(pages)
+render_sidebar()
+navigation.run()

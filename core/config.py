@@ -1,0 +1,73 @@
+"""Settings from environment variables, optionally overlaid with ``.streamlit/secrets.toml`` values.
+
+| variable | meaning | default |
+|---|---|---|
+| OPENAI_API_KEY | key for OpenAI / Azure OpenAI | unset → offline provider |
+| OPENAI_BASE_URL | any OpenAI-compatible endpoint (Azure v1, Ollama, vLLM, llama.cpp) | unset |
+| OPENAI_MODEL | model / deployment name | gpt-4o-mini |
+| KAIWA_PROVIDER | force ``offline`` or ``openai`` | auto |
+| KAIWA_STRATEGIES | fallback chain, comma separated | structured_output,tool_call,prompt_extract |
+| KAIWA_TIMEOUT | seconds per model request | 60 |
+| KAIWA_DEBUG | debug log on at start (1/0) | 1 |
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from core.llm.strategies import ALL_STRATEGIES, DEFAULT_CHAIN
+
+
+@dataclass(frozen=True)
+class Settings:
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+    openai_model: str = "gpt-4o-mini"
+    provider: str | None = None
+    strategies: tuple[str, ...] = DEFAULT_CHAIN
+    timeout: float = 60.0
+    debug: bool = True
+
+    @property
+    def online_configured(self) -> bool:
+        return bool(self.openai_api_key or self.openai_base_url)
+
+    @property
+    def default_provider(self) -> str:
+        if self.provider in ("offline", "openai"):
+            return self.provider
+        return "openai" if self.online_configured else "offline"
+
+
+def _parse_strategies(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return DEFAULT_CHAIN
+    chosen = tuple(s.strip() for s in value.split(",") if s.strip() in ALL_STRATEGIES)
+    return chosen or DEFAULT_CHAIN
+
+
+def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str, Any] | None = None) -> Settings:
+    """Settings from ``environ`` (default ``os.environ``); ``secrets`` values win where given."""
+    source: dict[str, Any] = dict(os.environ if environ is None else environ)
+    for key, value in (secrets or {}).items():
+        if isinstance(value, (str, int, float, bool)):
+            source[key] = str(value)
+
+    def get(key: str) -> str | None:
+        value = source.get(key)
+        return value.strip() if isinstance(value, str) and value.strip() else None
+
+    try:
+        timeout = float(get("KAIWA_TIMEOUT") or 60)
+    except ValueError:
+        timeout = 60.0
+    return Settings(
+        openai_api_key=get("OPENAI_API_KEY"),
+        openai_base_url=get("OPENAI_BASE_URL"),
+        openai_model=get("OPENAI_MODEL") or "gpt-4o-mini",
+        provider=(get("KAIWA_PROVIDER") or "").lower() or None,
+        strategies=_parse_strategies(get("KAIWA_STRATEGIES")),
+        timeout=timeout,
+        debug=(get("KAIWA_DEBUG") or "1") not in ("0", "false", "no", "off"),
+    )

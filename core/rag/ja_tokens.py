@@ -1,0 +1,135 @@
+"""Japanese tokens for BM25: Sudachi morphemes with fault codes and measured values kept whole.
+
+Text is NFKC-normalised first (full-width ``Ｐ０３０１`` becomes ``P0301``). Before Sudachi sees
+it, a regex pulls out tokens that a morphological analyser would break apart:
+
+* diagnostic trouble codes (``P0301``, ``U0100``, ``C1201``, ``B1000``; also ``P0301-00``),
+* numbers with a unit (``230kPa``, ``2.5 L``, ``100km/h``, ``12V``, ``90℃``),
+
+and emits them as single lower-cased tokens (``p0301``, ``230kpa``). The rest is analysed by
+Sudachi (``sudachidict-core``); particles, auxiliary verbs, symbols and whitespace are dropped by
+part of speech, plus a few content-free words (する, ある, いる, なる, こと, もの …).
+
+Modes: ``"A"``, ``"B"``, ``"C"`` are Sudachi split modes; ``"C+A"`` emits each C-unit and,
+when it is a compound, also its A-unit parts (``ブレーキペダル`` → ``ブレーキペダル``,
+``ブレーキ``, ``ペダル``), so that a colloquial ``ブレーキ`` still meets ``ブレーキペダル``.
+``form`` is ``"normalized"`` (Sudachi normalized_form: 踏ん→踏む, ｷｰ→キー) or ``"surface"``.
+The defaults are the combination measured best on ``bench/rag_queries.yaml``.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from functools import lru_cache
+
+DEFAULT_MODE = "C+A"
+DEFAULT_FORM = "normalized"
+
+# OBD-II style trouble codes: P/C/B/U + 4 hex-ish characters, optional "-NN" sub code.
+_FAULT_CODE = r"(?<![A-Za-z0-9])[PCBU][0-9][0-9A-F]{3}(?:-[0-9A-F]{2})?(?![A-Za-z0-9])"
+_UNITS = (
+    r"km/h|km/L|km|kPa|MPa|kgf/cm2|kgf|kg|N·m|N・m|Nm|mm|cm|m|mL|ml|cc|L|rpm|Ah|kWh|kW|W|V|A|Hz"
+    r"|°C|℃|%|psi|bar|秒|分|時間|日|か月|ヶ月|カ月|年|km先|キロ|リットル|ミリ|度|回|本|個|枚|人"
+)
+_NUMBER_UNIT = (
+    r"(?<![A-Za-z0-9.])\d+(?:[.,]\d+)?(?:\s*[~〜-]\s*\d+(?:[.,]\d+)?)?\s*(?:" + _UNITS + r")(?![A-Za-z])"
+)
+_SPECIAL = re.compile(f"{_FAULT_CODE}|{_NUMBER_UNIT}")
+
+_DROP_POS = {"助詞", "助動詞", "補助記号", "記号", "空白"}
+_STOPWORDS = {
+    "為る", "する", "有る", "ある", "居る", "いる", "成る", "なる", "事", "こと", "物", "もの",
+    "様", "よう", "為", "ため", "此の", "この", "其の", "その", "彼の", "あの", "此れ", "これ",
+    "其れ", "それ", "所", "ところ", "又", "また", "及び", "等", "など", "出来る", "できる",
+    "頂く", "いただく", "下さる", "くださる", "御", "お", "ご", "て", "で", "ます", "です",
+}
+_MODES = {"A", "B", "C", "C+A", "C+B"}
+
+
+def _split_mode(name: str):
+    from sudachipy import SplitMode
+
+    return {"A": SplitMode.A, "B": SplitMode.B, "C": SplitMode.C}[name]
+
+
+@lru_cache(maxsize=1)
+def _dictionary():
+    from sudachipy import Dictionary
+
+    return Dictionary(dict="core")
+
+
+def _compact(token: str) -> str:
+    return re.sub(r"\s+", "", token).lower().replace("〜", "~").replace("・", "·")
+
+
+class JapaneseTokenizer:
+    """Callable: ``JapaneseTokenizer()(text) -> list[str]``. Thread-safe (one lock per instance)."""
+
+    def __init__(self, mode: str = DEFAULT_MODE, form: str = DEFAULT_FORM):
+        if mode not in _MODES:
+            raise ValueError(f"unknown split mode {mode!r} (expected one of {sorted(_MODES)})")
+        if form not in ("normalized", "surface"):
+            raise ValueError(f"unknown form {form!r} (expected 'normalized' or 'surface')")
+        self.mode = mode
+        self.form = form
+        primary = mode.split("+")[0]
+        self._primary = _split_mode(primary)
+        self._secondary = _split_mode(mode.split("+")[1]) if "+" in mode else None
+        self._tokenizer = _dictionary().tokenizer(mode=self._primary)
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"sudachi-{self.mode}-{self.form}"
+
+    def _word(self, morpheme) -> str | None:
+        pos = morpheme.part_of_speech()
+        if pos[0] in _DROP_POS:
+            return None
+        word = morpheme.normalized_form() if self.form == "normalized" else morpheme.surface()
+        word = word.strip().lower()
+        if not word or word in _STOPWORDS or morpheme.dictionary_form() in _STOPWORDS:
+            return None
+        # lone hiragana (conjugation debris, fillers) carries no meaning for retrieval
+        if len(word) == 1 and "\u3041" <= word <= "\u309f":
+            return None
+        return word
+
+    def _analyse(self, text: str, out: list[str]) -> None:
+        if not text.strip():
+            return
+        with self._lock:
+            morphemes = list(self._tokenizer.tokenize(text))
+            for m in morphemes:
+                word = self._word(m)
+                if word is None:
+                    continue
+                out.append(word)
+                if self._secondary is not None:
+                    parts = m.split(self._secondary)
+                    if len(parts) > 1:
+                        for part in parts:
+                            sub = self._word(part)
+                            if sub is not None and sub != word:
+                                out.append(sub)
+
+    def tokens(self, text: str) -> list[str]:
+        text = unicodedata.normalize("NFKC", text or "")
+        out: list[str] = []
+        pos = 0
+        for match in _SPECIAL.finditer(text):
+            self._analyse(text[pos:match.start()], out)
+            out.append(_compact(match.group(0)))
+            pos = match.end()
+        self._analyse(text[pos:], out)
+        return out
+
+    __call__ = tokens
+
+
+@lru_cache(maxsize=8)
+def get_tokenizer(mode: str = DEFAULT_MODE, form: str = DEFAULT_FORM) -> JapaneseTokenizer:
+    """Shared tokenizer instance per (mode, form)."""
+    return JapaneseTokenizer(mode, form)

@@ -1,0 +1,1 @@
+"""Streamlit pages: layout and widgets only; every flow lives in ``core``."""

@@ -1,0 +1,77 @@
+"""Session-state setup and the sidebar shared by every page (provider, model, strategy, debug)."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import streamlit as st
+
+from core.config import load_settings
+from core.llm.registry import PROVIDER_LABELS, ProviderRegistry, describe
+from core.llm.strategies import ALL_STRATEGIES
+
+STRATEGY_LABELS = {"structured_output": "ネイティブ JSON Schema", "tool_call": "ツール呼び出し",
+                   "prompt_extract": "プロンプト指示 + 抽出"}
+
+
+def _secrets() -> dict[str, Any]:
+    try:
+        return dict(st.secrets)
+    except Exception:  # no secrets.toml: environment variables only
+        return {}
+
+
+def init_session() -> None:
+    """Seed 001 keys: chat, knowledge_outputs, llm_client, debug_logs (plus the registry)."""
+    state = st.session_state
+    if "provider_registry" not in state:
+        settings = load_settings(secrets=_secrets())
+        state.provider_registry = ProviderRegistry(settings)
+        state.debug_enabled = settings.debug
+    state.setdefault("session_id", uuid.uuid4().hex[:12])
+    state.setdefault("chat", [])
+    state.setdefault("knowledge_outputs", [])
+    state.setdefault("debug_logs", [])
+    if "llm_client" not in state:
+        state.llm_client = state.provider_registry.get_active()
+
+
+def debug_sink() -> list[dict[str, Any]] | None:
+    """The list to append debug records to, or None when debug mode is off."""
+    return st.session_state.debug_logs if st.session_state.get("debug_enabled") else None
+
+
+def provider_caption() -> None:
+    st.caption(f"🔌 {describe(st.session_state.llm_client)}")
+
+
+def render_sidebar() -> None:
+    state = st.session_state
+    registry: ProviderRegistry = state.provider_registry
+    with st.sidebar:
+        st.subheader("プロバイダー")
+        names = registry.available()
+        current = getattr(state.llm_client, "name", registry.active_name)
+        choice = st.selectbox("使用するモデル", names, index=names.index(current) if current in names else 0,
+                              format_func=lambda n: PROVIDER_LABELS.get(n, n), key="provider_choice")
+        model = registry.settings.openai_model
+        strategies = tuple(getattr(state.llm_client, "strategies", registry.settings.strategies))
+        if choice == "openai":
+            if not registry.settings.online_configured:
+                st.warning("OPENAI_API_KEY / OPENAI_BASE_URL が未設定です。環境変数または .streamlit/secrets.toml に設定してください。")
+            model = st.text_input("モデル名 / デプロイ名", value=model, key="model_name")
+            picked = st.multiselect("構造化出力の方式（この順にフォールバック）", list(ALL_STRATEGIES),
+                                    default=list(strategies), format_func=lambda s: STRATEGY_LABELS[s],
+                                    key="strategy_chain")
+            strategies = tuple(picked) or strategies
+        changed = (choice != current or (choice == "openai" and (model != getattr(state.llm_client, "model", model)
+                   or strategies != tuple(getattr(state.llm_client, "strategies", ())))))
+        if changed and getattr(state.llm_client, "name", "") != "scripted":
+            state.llm_client = registry.set_active(choice, model=model, strategies=strategies)
+        active = state.llm_client
+        icon = "🟢" if getattr(active, "name", "") == "openai" else "🟡"
+        st.markdown(f"{icon} **有効:** {describe(active)}")
+        st.caption("方式: " + " → ".join(STRATEGY_LABELS.get(s, s) for s in getattr(active, "strategies", ())))
+        st.divider()
+        state.debug_enabled = st.toggle("デバッグログを記録", value=state.get("debug_enabled", True), key="debug_toggle")
+        st.caption(f"記録件数: {len(state.debug_logs)}")

@@ -1,0 +1,146 @@
+"""契約ナレッジ作成: the contract-knowledge interview (chat, attachments, draft card, downloads)."""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from core.attachments import extract_document
+from core.knowledge.session import current_state, entries_csv, entries_json, resend, submit_turn, turns_jsonl
+from pages.common import debug_sink, provider_caption
+
+PHASES = {"collect_case": "① 事例ヒアリング", "organize_risks": "② リスク整理",
+          "draft_knowledge": "③ ナレッジ草案", "review_knowledge": "④ レビュー・確定"}
+MODES = {"interview": "ヒアリング", "clarify": "確認", "finalize": "草案提示"}
+FIELD_LABELS = {"knowledge_title": "タイトル", "contract_type": "契約類型", "target_clause": "対象条項",
+                "review_points": "審査ポイント", "action_plan": "対応方針", "clause_sample": "条文例"}
+
+state = st.session_state
+state.setdefault("pending_submission", None)  # {"text", "files": [(name, bytes)], "docs": [...]}
+
+st.title("📝 契約ナレッジ作成")
+provider_caption()
+
+
+def _extract_all(files: list[tuple[str, bytes]], passwords: dict[str, str]) -> list:
+    return [extract_document(name, data, passwords.get(name)) for name, data in files]
+
+
+def _run_turn(text: str, docs: list) -> None:
+    with st.status("モデルが応答を作成しています…", expanded=False) as status:
+        outcome = submit_turn(state.chat, state.knowledge_outputs, text, docs, state.llm_client,
+                              log=debug_sink(), session_id=state.session_id)
+        status.update(label="応答しました" if outcome.result.ok else "応答の検証に失敗しました",
+                      state="complete" if outcome.result.ok else "error")
+
+
+# ---- input: chat box with attachments; held as a pending submission until every file is readable
+prompt = st.chat_input("事例や質問を入力（PDF / DOCX / TXT を添付できます）", accept_file="multiple",
+                       file_type=["pdf", "docx", "txt"], key="knowledge_input")
+if prompt:
+    files = [(f.name, f.getvalue()) for f in (prompt.files or [])]
+    state.pending_submission = {"text": prompt.text or "", "files": files, "passwords": {}}
+
+pending = state.pending_submission
+if pending:
+    docs = _extract_all(pending["files"], pending["passwords"])
+    locked = [d for d in docs if d.needs_password]
+    if locked:
+        with st.form("pdf_password"):
+            st.warning("パスワードで保護された PDF があります。入力内容は保持しています。")
+            for d in locked:
+                if d.error and pending["passwords"].get(d.name):
+                    st.error(f"{d.name}: {d.error}")
+                st.text_input(f"{d.name} のパスワード", type="password", key=f"pw_{d.name}")
+            col1, col2 = st.columns(2)
+            unlock = col1.form_submit_button("パスワードで開く")
+            skip = col2.form_submit_button("このファイルを除いて送信")
+        if unlock:
+            for d in locked:
+                pending["passwords"][d.name] = state.get(f"pw_{d.name}", "")
+            st.rerun()
+        if skip:
+            pending["files"] = [(n, b) for n, b in pending["files"] if n not in {d.name for d in locked}]
+            st.rerun()
+    else:
+        state.pending_submission = None
+        for d in docs:
+            if d.error:
+                st.error(f"{d.name}: {d.error}")
+            for w in d.warnings:
+                st.warning(f"{d.name}: {w}")
+        readable = [d for d in docs if d.ok and d.paragraphs]
+        if pending["text"].strip() or readable:
+            _run_turn(pending["text"], readable)
+        elif docs:
+            st.info("読み取れるテキストがなかったため送信しませんでした。内容を入力して送信してください。")
+
+chat_col, side_col = st.columns([3, 2], gap="large")
+
+with chat_col:
+    if not state.chat:
+        with st.chat_message("assistant"):
+            st.markdown("契約審査ナレッジの作成をお手伝いします。どの種類の契約書で、どの条項が問題になったか教えてください。"
+                        "契約書ファイルを添付することもできます（テキストはメモリ上でのみ処理し、保存しません）。")
+    for entry in state.chat:
+        with st.chat_message(entry["role"]):
+            if entry.get("failed") and entry["role"] == "assistant":
+                st.error(f"⚠️ {entry['content']}（{entry.get('error_type')}、{entry.get('attempts', 0)} 回試行）")
+                st.code("\n".join(entry.get("errors") or []) or "-", language=None)
+                with st.expander("モデルの生出力", expanded=True):
+                    st.code(entry.get("raw") or "（出力なし）", language="json")
+                if st.button("同じ内容で再送信", key=f"resend_{entry.get('retry_of')}"):
+                    resend(state.chat, state.knowledge_outputs, entry["retry_of"], state.llm_client,
+                           log=debug_sink(), session_id=state.session_id)
+                    st.rerun()
+                continue
+            st.markdown(entry["content"] or "（添付のみ）")
+            for att in entry.get("attachments") or []:
+                st.caption(f"📎 {att['name']}（{att['summary']}）")
+            if entry["role"] == "user" and entry.get("file_texts"):
+                with st.expander("抽出したテキスト（先頭）"):
+                    for text in entry["file_texts"]:
+                        st.text(text[:800])
+            if entry.get("method"):
+                st.caption(f"方式: {entry['method']} · 呼び出し {entry.get('attempts', 1)} 回")
+
+with side_col:
+    turn = current_state(state.chat)
+    st.subheader("進行状況")
+    if turn:
+        phase = turn["state"]["phase"]
+        st.progress((list(PHASES).index(phase) + 1) / len(PHASES), text=PHASES[phase])
+        st.markdown(f"**モード:** {MODES.get(turn['control']['mode'], turn['control']['mode'])}")
+        missing = turn["state"]["missing_info"]
+        if missing:
+            st.markdown("**まだ必要な情報**")
+            for item in missing:
+                st.checkbox(item, value=False, disabled=True, key=f"missing_{item}")
+        else:
+            st.success("必要な情報はそろっています")
+    else:
+        st.caption("まだ会話がありません。")
+
+    st.subheader("ナレッジ")
+    if state.knowledge_outputs:
+        for i, entry in enumerate(state.knowledge_outputs):
+            with st.container(border=True):
+                st.markdown(f"#### {entry['knowledge_title'] or '（タイトル未設定）'}")
+                for key in ("contract_type", "target_clause", "review_points", "action_plan", "clause_sample"):
+                    st.markdown(f"**{FIELD_LABELS[key]}**")
+                    st.text(entry[key] or "—")
+                st.download_button("この JSON をダウンロード", json.dumps(entry, ensure_ascii=False, indent=2),
+                                   file_name=f"knowledge_{i + 1}.json", mime="application/json", key=f"dl_entry_{i}")
+        col1, col2 = st.columns(2)
+        col1.download_button("全件 CSV", entries_csv(state.knowledge_outputs), file_name="knowledge.csv",
+                             mime="text/csv", key="dl_csv")
+        col2.download_button("全件 JSON", entries_json(state.knowledge_outputs), file_name="knowledge.json",
+                             mime="application/json", key="dl_json")
+    else:
+        st.caption("ドラフトができるとここに表示されます。")
+    if any(e.get("turn") for e in state.chat):
+        st.download_button("全ターン JSONL", turns_jsonl(state.chat), file_name="turns.jsonl",
+                           mime="application/jsonl", key="dl_turns")
+    if st.button("新しい会話を始める", key="reset_chat"):
+        state.chat, state.knowledge_outputs, state.pending_submission = [], [], None
+        st.rerun()
