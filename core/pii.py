@@ -13,7 +13,7 @@ _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
 _CARD = re.compile(r"(?<!\d)(?:\d[ \-]?){12,18}\d(?!\d)")
 _MYNUMBER = re.compile(r"(?<!\d)\d{4}[ \-]?\d{4}[ \-]?\d{4}(?!\d)")
 _PHONE = re.compile(r"(?<![\d\-])(?:\+81[ \-]?\d{1,4}|0\d{1,4})[ \-]?\d{1,4}[ \-]?\d{3,4}(?![\d\-])")
-_POSTAL = re.compile(r"〒?\s?(?<!\d)\d{3}-\d{4}(?!\d)")
+_POSTAL = re.compile(r"〒\s?\d{3}-?\d{4}|(?<![\d\-])\d{3}-\d{4}(?![\d\-])")
 _ADDRESS = re.compile(
     r"(?:北海道|東京都|(?:京都|大阪)府|[一-龥]{2,3}県)"
     r"[一-龥ぁ-んァ-ヶー]{1,12}?[市区町村郡]"
@@ -24,6 +24,9 @@ _SECRETS = (
     re.compile(r"(?i)bearer\s+[A-Za-z0-9._\-]{8,}"),
     re.compile(r"(?i)(api[_-]?key|authorization)[\"']?\s*[:=]\s*[\"']?[^\s\"',}]{6,}"),
 )
+
+# Dash look-alikes typed between digits (ー－‐―−–—) count as hyphens.
+_DIGIT_DASH = re.compile(r"(?<=\d)[ー－‐―−–—](?=\d)")
 
 PII_LABELS = {"email": "[メール]", "card": "[カード番号]", "mynumber": "[マイナンバー]",
               "phone": "[電話番号]", "postal": "[郵便番号]", "address": "[住所]"}
@@ -51,12 +54,13 @@ def mask_pii(text: str) -> str:
     if not text:
         return text
     text = unicodedata.normalize("NFKC", text) if any("０" <= c <= "９" for c in text) else text
+    text = _DIGIT_DASH.sub("-", text)
     text = _EMAIL.sub(PII_LABELS["email"], text)
     text = _CARD.sub(_mask_card, text)
     text = _MYNUMBER.sub(PII_LABELS["mynumber"], text)
     text = _ADDRESS.sub(PII_LABELS["address"], text)
-    text = _POSTAL.sub(PII_LABELS["postal"], text)
     text = _PHONE.sub(PII_LABELS["phone"], text)
+    text = _POSTAL.sub(PII_LABELS["postal"], text)
     return text
 
 

@@ -48,16 +48,16 @@ if pending:
     if locked:
         with st.form("pdf_password"):
             st.warning("パスワードで保護された PDF があります。入力内容は保持しています。")
+            entered = {}
             for d in locked:
                 if d.error and pending["passwords"].get(d.name):
                     st.error(f"{d.name}: {d.error}")
-                st.text_input(f"{d.name} のパスワード", type="password", key=f"pw_{d.name}")
+                entered[d.name] = st.text_input(f"{d.name} のパスワード", type="password", key=f"pw_{d.name}")
             col1, col2 = st.columns(2)
             unlock = col1.form_submit_button("パスワードで開く")
             skip = col2.form_submit_button("このファイルを除いて送信")
         if unlock:
-            for d in locked:
-                pending["passwords"][d.name] = state.get(f"pw_{d.name}", "")
+            pending["passwords"].update(entered)
             st.rerun()
         if skip:
             pending["files"] = [(n, b) for n, b in pending["files"] if n not in {d.name for d in locked}]

@@ -181,9 +181,13 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
     for text in instructions:
         facts.explicit.update(_labelled_fields(text))
         facts.contract_type = _contract_type(text) or facts.contract_type
+        headed = _CLAUSE_HEADING.search(text)
         ref = _CLAUSE_REF.search(text)
-        if ref:
+        if headed:
+            facts.target_clause = f"第{headed.group(1)}条({headed.group(2)})"
+        elif ref:
             facts.target_clause = _clause_label(ref.group(0), facts)
+        if headed or ref:
             facts.topic = _topic(facts.target_clause) or _topic(text) or facts.topic
         facts.topic = facts.topic or _topic(text)
         for sentence in _sentences(text):

@@ -1,0 +1,180 @@
+"""call_llm / structured_call: repairs, provider errors, strategy fallback, debug records."""
+import json
+
+import httpx
+import openai
+import pytest
+
+from core import ScriptedClient, call_llm
+from core.engine import RetryPolicy, structured_call
+from core.knowledge.turn import entry_schema, system_prompt, turn_schema
+from core.llm.base import LLMResponse
+from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
+
+GOOD = json.dumps({"control": {"schema_version": "1.0", "mode": "interview"},
+                   "state": {"phase": "collect_case", "missing_info": []},
+                   "assistant_message": "次の質問です", "knowledge_json": None}, ensure_ascii=False)
+BAD_SCHEMA = GOOD.replace('"interview"', '"chat"')
+REQ = httpx.Request("POST", "http://test/v1/chat/completions")
+
+
+def api_error(cls, status):
+    return cls("error", response=httpx.Response(status, request=REQ), body=None)
+
+
+def run(client, history=None, **kwargs):
+    return call_llm("事例です", ["【a.txt】\n第1条（目的）"], system_prompt(), history or [], client,
+                    turn_schema(), entry_schema(), **kwargs)
+
+
+def test_ok_first_try_builds_the_seed_message_stack():
+    client = ScriptedClient([GOOD])
+    history = [{"role": "user", "content": "前の質問"}, {"role": "assistant", "content": GOOD},
+               {"role": "system", "content": "ignored"}]
+    result = run(client, history)
+    assert result.ok and result.attempts == 1 and result.repairs == 0 and result.method == STRUCTURED_OUTPUT
+    messages = client.requests[0].messages
+    assert [m["role"] for m in messages] == ["system", "assistant", "user", "assistant", "user"]
+    few_shot = json.loads(messages[1]["content"])
+    from core import parse_and_validate_turn
+    assert parse_and_validate_turn(messages[1]["content"], turn_schema(), entry_schema()).ok, few_shot
+    assert messages[-1]["content"] == "ユーザー指示:\n事例です\n\n添付テキスト:\n【a.txt】\n第1条（目的）"
+    fmt = client.requests[0].response_format
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+
+
+@pytest.mark.parametrize("script,repairs", [(["nope", GOOD], 1), (["nope", BAD_SCHEMA, GOOD], 2)])
+def test_ok_after_repairs(script, repairs):
+    client = ScriptedClient(script)
+    result = run(client)
+    assert result.ok and result.repairs == repairs and result.attempts == repairs + 1
+    base = len(client.requests[0].messages)
+    for i in range(1, repairs + 1):
+        repair_msgs = client.requests[i].messages
+        assert len(repair_msgs) == base + 2  # same stack + assistant=raw + user=repair, not accumulated
+        assert repair_msgs[-2] == {"role": "assistant", "content": script[i - 1]}
+        assert "エラー種別:" in repair_msgs[-1]["content"] and script[i - 1] in repair_msgs[-1]["content"]
+    assert "parse_error" in client.requests[1].messages[-1]["content"]
+    if repairs == 2:
+        assert "schema_error" in client.requests[2].messages[-1]["content"]
+        assert "$.control.mode" in client.requests[2].messages[-1]["content"]
+
+
+def test_exhausted_repairs_return_the_last_raw_output():
+    client = ScriptedClient(["first", "second", BAD_SCHEMA])
+    result = run(client)
+    assert not result.ok and result.raw == BAD_SCHEMA and result.error_type == "schema_error"
+    assert result.attempts == 3 and client.remaining == 0
+
+
+def test_max_repairs_is_respected():
+    client = ScriptedClient(["bad", "bad", "bad"])
+    result = run(client, max_repairs=0)
+    assert not result.ok and result.attempts == 1 and client.remaining == 2
+
+
+def test_transient_errors_are_retried_with_backoff(_offline_and_fast):
+    client = ScriptedClient([openai.APITimeoutError(request=REQ), api_error(openai.RateLimitError, 429), GOOD])
+    result = run(client)
+    assert result.ok and result.attempts == 3
+    assert _offline_and_fast == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("exc,kind", [
+    (api_error(openai.InternalServerError, 500), "server_error"),
+    (openai.APITimeoutError(request=REQ), "timeout"),
+    (openai.APIConnectionError(request=REQ), "connection"),
+    (TimeoutError("slow"), "timeout"),
+])
+def test_persistent_transient_errors_end_as_provider_error(exc, kind):
+    client = ScriptedClient([exc, exc, exc, GOOD])
+    result = run(client)
+    assert not result.ok and result.error_type == "provider_error" and result.provider_error == kind
+    assert result.attempts == 3 and client.remaining == 1
+
+
+@pytest.mark.parametrize("exc,kind", [
+    (api_error(openai.AuthenticationError, 401), "auth"),
+    (RuntimeError("anything"), "unknown"),
+    (ValueError("boom"), "unknown"),
+])
+def test_non_transient_errors_are_not_retried_and_never_escape(exc, kind):
+    client = ScriptedClient([exc, GOOD])
+    result = run(client)
+    assert not result.ok and result.provider_error == kind and result.attempts == 1
+    assert result.errors and result.error_label
+
+
+def test_exhausted_script_is_a_provider_error_not_a_crash():
+    result = run(ScriptedClient([]))
+    assert not result.ok and result.error_type == "provider_error"
+
+
+def test_rejected_strategy_falls_back_to_the_next():
+    client = ScriptedClient([api_error(openai.BadRequestError, 400), GOOD])
+    result = run(client)
+    assert result.ok and result.method == TOOL_CALL and result.attempts == 2
+    assert client.requests[1].tools[0]["function"]["name"] == "knowledge_llm_turn"
+    assert client.requests[1].tool_choice == {"type": "function", "function": {"name": "knowledge_llm_turn"}}
+
+
+def test_all_strategies_rejected():
+    err = api_error(openai.BadRequestError, 400)
+    result = run(ScriptedClient([err, err, err]))
+    assert not result.ok and result.provider_error == "bad_request" and result.attempts == 3
+
+
+def test_prompt_extract_appends_schema_and_accepts_fenced_output():
+    client = ScriptedClient([f"了解しました。\n```json\n{GOOD}\n```"], strategies=(PROMPT_EXTRACT,))
+    result = run(client)
+    assert result.ok and result.method == PROMPT_EXTRACT and result.parse_stage == "code_block"
+    last = client.requests[0].messages[-1]["content"]
+    assert last.startswith("ユーザー指示:\n事例です") and "IMPORTANT" in last and '"knowledge_json"' in last
+    assert client.requests[0].response_format is None and client.requests[0].tools is None
+
+
+def test_lenient_recovery_of_wrapped_output_without_a_repair_call():
+    client = ScriptedClient([f"Sure! {GOOD} Hope this helps."])
+    result = run(client)
+    assert result.ok and result.attempts == 1 and result.parse_stage == "brace_extraction"
+
+
+class RefusingClient:
+    name, model = "refuser", "r"
+
+    def complete(self, request):
+        return LLMResponse(content=None, refusal="I can't help with that.")
+
+
+def test_refusal_is_a_typed_failure():
+    result = run(RefusingClient())
+    assert not result.ok and result.provider_error == "refusal" and result.raw == "I can't help with that."
+
+
+def test_debug_records_one_per_call_without_secrets_or_pii():
+    from core.debuglog import KNOWN_SECRETS
+    KNOWN_SECRETS.add("my-secret-key-123456")
+    log = []
+    client = ScriptedClient(["not json", GOOD])
+    call_llm("電話は 090-1234-5678、メールは taro@example.com、キーは sk-abcdefghijklmnop と my-secret-key-123456",
+             [], system_prompt(), [], client, turn_schema(), entry_schema(), log=log)
+    assert [r["outcome"] for r in log] == ["parse_error", "ok"]
+    assert [r["kind"] for r in log] == ["call", "repair"]
+    assert log[0]["response_format"]["json_schema"]["name"] == "knowledge_llm_turn"
+    assert log[1]["raw_output"] == GOOD and log[0]["errors"]
+    dumped = json.dumps(log, ensure_ascii=False)
+    for secret in ("090-1234-5678", "taro@example.com", "sk-abcdefghijklmnop", "my-secret-key-123456"):
+        assert secret not in dumped
+    assert "[電話番号]" in dumped and "[メール]" in dumped
+    # the client itself received the user's real text: masking is for logs here
+    assert "090-1234-5678" in client.requests[0].messages[-1]["content"]
+
+
+def test_generic_structured_call_with_custom_retry_policy():
+    schema = {"type": "object", "properties": {"step": {"type": "integer"}, "reason": {"type": "string"}},
+              "required": ["step", "reason"], "additionalProperties": False}
+    waits = []
+    client = ScriptedClient([TimeoutError(), '{"step": 2, "reason": "ok"}'])
+    result = structured_call(client, [{"role": "user", "content": "x"}], schema=schema, name="judgment",
+                             retry=RetryPolicy(max_retries=1, base_delay=2.0, sleep=waits.append))
+    assert result.ok and result.data == {"step": 2, "reason": "ok"} and waits == [2.0]

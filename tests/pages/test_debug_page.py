@@ -1,0 +1,18 @@
+"""デバッグログ page: table, filters, expandable records, JSONL download."""
+
+
+def test_debug_page_lists_every_call(app):
+    app.chat_input[0].set_value("業務委託契約の損害賠償条項の事例です。上限がないのが問題でした。").run()
+    app.switch_page("pages/debug_log.py").run()
+    assert not app.exception
+    assert len(app.dataframe) == 1
+    table = app.dataframe[0].value
+    assert list(table["flow"]) == ["knowledge"] and list(table["outcome"]) == ["ok"]
+    assert any("structured_output" in e.label for e in app.expander)
+    assert any(b.label == "JSONL をダウンロード" for b in app.get("download_button"))
+
+
+def test_debug_off_records_nothing(app):
+    app.sidebar.toggle(key="debug_enabled").set_value(False).run()
+    app.chat_input[0].set_value("秘密保持契約の件です").run()
+    assert app.session_state.debug_logs == []
