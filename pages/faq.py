@@ -1,4 +1,79 @@
-"""Placeholder page (being built)."""
+"""FAQ: the UC-01 chat (KB search → answer with citations) with outcome badges and a per-turn trace."""
+from __future__ import annotations
+
 import streamlit as st
 
-st.info("準備中です。")
+from core.faq.flow import ask, start_session
+from core.faq.kb import FaultyKB, default_kb
+from core.faq.report import latency_frame, outcome_badge, trace_frame
+from pages.common import debug_sink, provider_caption
+
+state = st.session_state
+state.setdefault("faq_state", start_session(f"faq-{state.session_id}"))
+state.setdefault("faq_chat", [])  # [{"user", "message", "citations", "outcome", "trace"}]
+
+st.title("❓ FAQ")
+provider_caption()
+st.caption("カイワ自動車 販売店の FAQ 記事を検索し、根拠の記事を示して回答します。"
+           "返金・保証適用・事故の過失などの判断が必要なご相談は、担当者へおつなぎします。")
+
+with st.sidebar:
+    with st.expander("FAQ 運用者向け設定", expanded=False):
+        st.toggle("KB 検索のタイムアウトを再現（障害注入）", key="faq_fault_timeout",
+                  help="ON にすると FAQ 検索が毎回タイムアウトし、再試行のあと縮退応答になります。")
+        if st.button("FAQ の会話をリセット", key="faq_reset"):
+            state.faq_state = start_session(f"faq-{state.session_id}-{len(state.faq_chat)}")
+            state.faq_chat = []
+            st.rerun()
+
+
+def _knowledge_base():
+    kb = default_kb()
+    return FaultyKB(kb, mode="timeout") if state.get("faq_fault_timeout") else kb
+
+
+def _run_turn(text: str) -> None:
+    with st.spinner("FAQ を検索しています…（初回は検索インデックスの準備に時間がかかります）"):
+        result = ask(state.faq_state, text, client=state.llm_client, kb=_knowledge_base(), log=debug_sink())
+    state.faq_state = result.state
+    state.faq_chat.append({"user": result.user_text, "message": result.message, "citations": result.citations,
+                           "outcome": result.outcome, "trace": result.trace})
+
+
+def _show_citations(citations: list[str]) -> None:
+    kb = default_kb()
+    for article_id in citations:
+        article = kb.article(article_id)
+        if article is None:
+            continue
+        with st.expander(f"📄 {article.id}「{article.title}」（{article.category}）"):
+            st.markdown(article.body.replace("\n", "  \n"))
+
+
+def _show_trace(turn: dict, index: int) -> None:
+    trace = turn["trace"]
+    with st.expander(f"🔎 トレース（{len(trace)} ノード・合計 {sum(e['latency_ms'] for e in trace):.0f} ms）"):
+        st.caption("ノード別の処理時間 (ms)")
+        st.bar_chart(latency_frame(trace), y="latency_ms", horizontal=True, height=220)
+        st.dataframe(trace_frame(trace), hide_index=True, key=f"faq_trace_{index}")
+
+
+prompt = st.chat_input("ご質問を入力してください（例: オイル交換の目安は？）", key="faq_input")
+if prompt and prompt.strip():
+    _run_turn(prompt.strip())
+
+if not state.faq_chat:
+    with st.chat_message("assistant"):
+        st.markdown("こんにちは。点検・車検、保証、予約、ロードサービス、お支払いなどについてご質問ください。")
+
+for i, turn in enumerate(state.faq_chat):
+    with st.chat_message("user"):
+        st.markdown(turn["user"])  # the user's own words, as typed (the flow only sees a masked copy)
+    with st.chat_message("assistant"):
+        label, color = outcome_badge(turn["outcome"])
+        st.badge(label, color=color)
+        st.markdown(turn["message"].replace("\n", "  \n"))
+        if turn["citations"]:
+            st.caption("根拠の記事")
+            _show_citations(turn["citations"])
+        _show_trace(turn, i)

@@ -1,0 +1,176 @@
+"""The FAQ knowledge base: articles from ``data/faq/articles.yaml`` searched with the hybrid retriever.
+
+``KnowledgeBase.search(query, n)`` returns :class:`Hit` objects (id, title, category, body,
+score 0..1). The retriever is ``core.rag.TextRetriever`` (BM25 + dense) built lazily on the first
+search; any object with ``search(query, n_results, mode) -> [(id, score, metadata)]`` can be
+injected instead. Passage vectors are cached on disk (``var/faq_vectors``) keyed by the article
+texts, so a restart does not re-embed an unchanged KB. :class:`FaultyKB` simulates KB failures
+(timeout / error) for fault injection in the console and the scenario runner.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+from core.paths import DATA_DIR, ROOT
+
+ARTICLES_PATH = DATA_DIR / "faq" / "articles.yaml"
+VECTOR_CACHE_DIR = ROOT / "var" / "faq_vectors"
+
+
+class KBTimeout(TimeoutError):
+    """The KB search did not answer in time."""
+
+
+class KBError(RuntimeError):
+    """The KB search failed for another reason."""
+
+
+@dataclass(frozen=True)
+class Article:
+    id: str
+    title: str
+    category: str
+    keywords: tuple[str, ...]
+    body: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    title: str
+    category: str
+    score: float
+    body: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "category": self.category, "score": self.score, "text": self.body}
+
+
+def load_articles(path: Path = ARTICLES_PATH) -> list[Article]:
+    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    return [Article(id=str(a["id"]), title=str(a.get("title", "")).strip(), category=str(a.get("category", "")),
+                    keywords=tuple(str(k) for k in a.get("keywords") or ()), body=str(a.get("body", "")).strip())
+            for a in raw.get("articles") or []]
+
+
+def documents(articles: list[Article]) -> list[tuple[str, str, dict]]:
+    """Retriever documents: title, body and keywords as text; id/title/category as metadata."""
+    return [(a.id, "\n".join([a.title, a.body, "キーワード: " + "、".join(a.keywords)]),
+             {"id": a.id, "title": a.title, "category": a.category}) for a in articles]
+
+
+class CachedEmbedder:
+    """Wraps an embedder: passage vectors are stored per (embedder, texts) hash and reused."""
+
+    def __init__(self, inner: Any, cache_dir: Path = VECTOR_CACHE_DIR):
+        self.inner = inner
+        self.cache_dir = Path(cache_dir)
+        self.cosine_range = inner.cosine_range
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        digest = hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()[:16]
+        key = getattr(self.inner, "key", type(self.inner).__name__)
+        path = self.cache_dir / f"{key}-{digest}.npy"
+        if path.exists():
+            try:
+                cached = np.load(path)
+                if cached.shape[0] == len(texts):
+                    return cached
+            except (OSError, ValueError):
+                pass
+        vectors = np.asarray(self.inner.passages(texts), dtype=np.float32)
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            np.save(path, vectors)
+        except OSError:
+            pass  # a read-only checkout still works, just without the cache
+        return vectors
+
+    def query_vector(self, text: str) -> np.ndarray:
+        return self.inner.query_vector(text)
+
+
+def hybrid_retriever(articles: list[Article]) -> Any:
+    """The shared hybrid retriever over the articles (the one switch point to core.rag)."""
+    from core.rag import TextRetriever
+    from core.rag.embeddings import get_default_embedder
+
+    return TextRetriever(documents(articles), embedder=CachedEmbedder(get_default_embedder()))
+
+
+class KnowledgeBase:
+    def __init__(self, articles: list[Article], retriever: Any = None,
+                 retriever_factory: Callable[[list[Article]], Any] = hybrid_retriever, mode: str = "hybrid"):
+        self.articles = {a.id: a for a in articles}
+        self._retriever = retriever
+        self._factory = retriever_factory
+        self._lock = threading.Lock()
+        self.mode = mode
+
+    @property
+    def ready(self) -> bool:
+        return self._retriever is not None
+
+    @property
+    def retriever(self) -> Any:
+        with self._lock:
+            if self._retriever is None:
+                self._retriever = self._factory(list(self.articles.values()))
+            return self._retriever
+
+    def article(self, article_id: str) -> Article | None:
+        return self.articles.get(article_id)
+
+    def categories(self) -> list[str]:
+        return list(dict.fromkeys(a.category for a in self.articles.values()))
+
+    def search(self, query: str, n_results: int = 3) -> list[Hit]:
+        hits = []
+        for doc_id, score, _meta in self.retriever.search(query, n_results=n_results, mode=self.mode):
+            article = self.articles.get(str(doc_id))
+            if article is not None:  # only ids that really exist in the KB
+                hits.append(Hit(article.id, article.title, article.category, float(score), article.body))
+        return hits
+
+
+class FaultyKB:
+    """A KB whose searches fail: ``mode`` timeout / error, for the first ``times`` calls (None = always)."""
+
+    def __init__(self, inner: Any, mode: str = "timeout", times: int | None = None):
+        if mode not in ("timeout", "error"):
+            raise ValueError(f"unknown KB fault {mode!r} (expected timeout or error)")
+        self.inner = inner
+        self.mode = mode
+        self.times = times
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def search(self, query: str, n_results: int = 3) -> list[Hit]:
+        self.calls += 1
+        if self.times is None or self.calls <= self.times:
+            if self.mode == "timeout":
+                raise KBTimeout("KB search timed out")
+            raise KBError("KB search failed")
+        return self.inner.search(query, n_results)
+
+
+_default: KnowledgeBase | None = None
+_default_lock = threading.Lock()
+
+
+def default_kb() -> KnowledgeBase:
+    """The process-wide KB over ``data/faq/articles.yaml`` (its retriever is built on first search)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = KnowledgeBase(load_articles())
+        return _default
