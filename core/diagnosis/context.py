@@ -1,0 +1,66 @@
+"""What every step handler gets besides the session and the request: the model client, the manual
+retriever, the debug log, the catalog, the urgency rules and the tuning thresholds.
+
+Handlers never reach for globals: tests build a ``DiagnosisContext`` with a ``ScriptedClient`` and a
+fake retriever (anything with ``search(query, vehicle_id=None, n_results=5, mode="hybrid")``).
+When ``retriever`` is not given, the process-wide ``core.rag.get_manual_retriever()`` is used on
+first need; if it cannot be built the flow goes on without manual excerpts.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, MutableSequence
+
+from core.diagnosis.catalog import Vehicle, default_catalog
+from core.diagnosis.urgency_rules import UrgencyRules, default_rules
+from core.engine import RetryPolicy
+
+logger = logging.getLogger(__name__)
+
+UNSET = object()
+
+
+@dataclass
+class Thresholds:
+    """Tuning constants (seed 000 §3, §4, §10)."""
+
+    keep_score: float = 0.3  # §10: RAG hits with score > this are used
+    strong_score: float = 0.5  # §3: spec routing needs a hit at least this strong
+    spec_min_count: int = 2  # §3: at least this many spec-type hits
+    spec_min_ratio: float = 0.5  # §3: spec-type share of the hits
+    spec_hint_score: float = 0.4  # §3 soft threshold for the spec hint
+    candidates_confidence: float = 0.7  # §4 D6
+    candidates_turn: int = 4  # §4 D6
+    summary_every: int = 3  # §4 D5
+    max_solutions_tried: int = 3  # §4 B: more than this → URGENCY_CHECK
+    recent_turns: int = 4  # §4 D7
+    n_results: int = 5
+
+
+def _default_retriever_factory() -> Any:
+    from core.rag import get_manual_retriever
+
+    return get_manual_retriever()
+
+
+@dataclass
+class DiagnosisContext:
+    client: Any
+    retriever: Any = UNSET
+    log: MutableSequence[dict[str, Any]] | None = None
+    catalog: tuple[Vehicle, ...] = field(default_factory=default_catalog)
+    rules: UrgencyRules = field(default_factory=default_rules)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    retriever_factory: Callable[[], Any] = _default_retriever_factory
+    retry: RetryPolicy | None = None  # None = the engine's default backoff
+    rag_cache: dict[tuple[str, str | None], list] = field(default_factory=dict)
+
+    def get_retriever(self) -> Any | None:
+        if self.retriever is UNSET:
+            try:
+                self.retriever = self.retriever_factory()
+            except Exception as exc:  # noqa: BLE001 - the flow works without manual excerpts
+                logger.warning("manual retriever unavailable: %s", exc)
+                self.retriever = None
+        return self.retriever

@@ -1,0 +1,80 @@
+"""``ChatService`` (seed 000 §1): get or create the session → ``process_step`` → store it.
+
+A handler that raises (a bug, not a model failure: those are handled in the steps) leaves the
+stored session unchanged and returns the last prompt with the safe fallback message.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, MutableSequence
+
+from core.diagnosis.context import UNSET, DiagnosisContext
+from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, SessionState
+from core.diagnosis.session_store import InMemorySessionStore, SessionStore
+from core.diagnosis.state_machine import process_step
+from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
+from core.diagnosis.steps.vehicle_id import vehicle_prompt
+
+logger = logging.getLogger(__name__)
+
+EXPIRED_NOTICE = "前回の問診は有効期限が切れたため、最初からやり直します。"
+
+
+class ChatService:
+    """Entry point of the diagnosis chat. ``client`` is any chat client (OfflineClient, OpenAI-compatible,
+    ScriptedClient); ``retriever`` anything with the ``core.rag`` ``search`` signature (default: the
+    process-wide manual retriever, built on first need); ``log`` the debug-record list (or None)."""
+
+    def __init__(self, client: Any = None, *, store: SessionStore | None = None, retriever: Any = UNSET,
+                 log: MutableSequence[dict[str, Any]] | None = None, context: DiagnosisContext | None = None,
+                 **context_options: Any):
+        if context is None:
+            if client is None:
+                from core.llm.offline import OfflineClient
+
+                client = OfflineClient()
+            context = DiagnosisContext(client=client, retriever=retriever, log=log, **context_options)
+        self.ctx = context
+        self.store: SessionStore = store if store is not None else InMemorySessionStore()
+
+    def start(self, **overrides: Any) -> ChatResponse:
+        """A new session showing the vehicle choices."""
+        return self.process(ChatRequest(), **overrides)
+
+    def get_session(self, session_id: str | None) -> SessionState | None:
+        return self.store.get(session_id)
+
+    def rewind_points(self, session_id: str | None) -> list[int]:
+        """The turns ``rewind_to_turn`` can go back to (oldest first)."""
+        session = self.store.get(session_id)
+        return [int(s["turn"]) for s in session.state_snapshots] if session else []
+
+    def process(self, request: ChatRequest, *, client: Any = None, log: Any = UNSET) -> ChatResponse:
+        """Handle one request. ``client`` / ``log`` replace the context's for this and later calls
+        (the page passes the active client and ``debug_sink()`` each time)."""
+        if client is not None:
+            self.ctx.client = client
+        if log is not UNSET:
+            self.ctx.log = log
+        self.ctx.rag_cache.clear()
+        session = self.store.get(request.session_id)
+        if session is None:
+            session = self.store.create()
+            notice = EXPIRED_NOTICE if request.session_id else None
+            response = vehicle_prompt(session, self.ctx, notice=notice)
+            self.store.update(session)
+            if request.session_id or not (request.message or request.action):
+                return response
+        backup = session.model_copy(deep=True)
+        try:
+            response = process_step(session, request, self.ctx)
+        except Exception:  # noqa: BLE001 - keep the stored session consistent
+            logger.exception("diagnosis step %s failed", session.current_step.value)
+            session = backup
+            prompt = (session.last_prompt or PromptInfo()).model_copy(update={"message": FALLBACK_MESSAGE})
+            response = ChatResponse(session_id=session.session_id, current_step=session.current_step.value,
+                                    prompt=prompt, urgency=urgency_info(session), rag_sources=session.last_rag_sources,
+                                    manual_coverage=session.manual_coverage, diagnostic_turn=session.diagnostic_turn,
+                                    fallback=True)
+        self.store.update(session)
+        return response

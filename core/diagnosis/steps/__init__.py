@@ -1,0 +1,1 @@
+"""Step handlers of the diagnosis state machine, one module per step (seed 000 §2)."""

@@ -1,0 +1,283 @@
+"""DIAGNOSING (seed 000 §4): the interview loop.
+
+A. rewind (``handle_rewind``, also reached from any step via ``process_step``);
+B. ``resolved`` yes → DONE, no → solutions_tried++ (more than 3 → URGENCY_CHECK, else ask again),
+   book → RESERVATION (typed text while these buttons are shown is judged against them);
+C. empty input → ask for the symptom;
+D. ``run_turn``: the main loop, steps 1–14 (snapshot, keyword urgency, RAG, summary every 3 turns,
+   candidate trigger, prompt, model call, topic-relevance / waiting-message re-calls, duplicate
+   question, manual_coverage raise, urgency_flag routing, then the action table).
+
+Snapshots: ``state_snapshots`` holds ``{turn: N, state}`` with the state *just before* the user's
+N-th answer (what was on screen), so ``rewind_to_turn=N`` lets the user answer turn N again.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from core.diagnosis import llm_calls
+from core.diagnosis.actions import (ANSWER, DONT_KNOW, DONT_KNOW_LABEL, FREE_INPUT, RESOLUTION_CHOICES, RESOLVED,
+                                    RESTART, RESTART_CHOICES, SPEC_CHOICES, SPEC_FEEDBACK)
+from core.diagnosis.catalog import find_vehicle
+from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.guards import (append_default_choices, attach_icons, is_duplicate_question, is_irrelevant_topic,
+                                   is_waiting_message, raise_for_coverage)
+from core.diagnosis.models import (ChatRequest, ChatResponse, ChatStep, ChoiceJudgmentInfo, PromptInfo, RagSource,
+                                   SessionState)
+from core.diagnosis.prompt_builder import (FLAG_FORCE_ANSWER, FLAG_RESTRICT_TOPIC, build_additional_instructions,
+                                           build_diagnostic_messages, build_summary_messages, policy_context)
+from core.diagnosis.rag import RagHit, rag_search_many, to_sources
+from core.diagnosis.steps import reservation
+from core.diagnosis.steps.common import (FALLBACK_MESSAGE, action_of, add_user, apply_keyword_urgency,
+                                         choice_from_text, raise_urgency, respond, save_snapshot)
+from core.diagnosis.steps.urgency import handle_urgency_check
+from core.diagnosis.urgency_rules import KeywordUrgency
+
+ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
+FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"
+NOT_COVERED_NOTE = "⚠️ 取扱説明書に該当する記載が見つからないため、ディーラーでの点検を推奨します。"
+PARTIAL_NOTE = "ℹ️ この回答は取扱説明書の記載に加えて、一般的な知識に基づく内容を含みます。"
+NO_DRIVE_NOTE = "🚨 自走は控えてください。安全な場所に停車し、ロードサービスの手配をおすすめします。"
+INSPECT_SOON_NOTE = "⚠️ 早急な点検をおすすめします。"
+RESOLUTION_QUESTION = "この内容で解決しましたか？"
+RESTRICT_TOPIC_LINE = ("直前の質問トピック「{topic}」はお客様の症状「{symptom}」と関係がありません。"
+                       "症状に直接関係する内容だけを質問してください。")
+FORCE_ANSWER_LINE = ("待ちメッセージ（「まとめます」「お待ちください」など）は禁止です。"
+                     "今ある情報で provide_answer として原因の候補と対処を回答してください。")
+SPEC_FEEDBACK_INPUTS = {"not_resolved": "仕様の説明を確認しましたが、解決していません。",
+                        "already_tried": "説明された内容はすでに試しましたが、解決していません。"}
+NOT_RESOLVED_INPUT = "提案された対処を試しましたが、解決しませんでした。"
+
+
+# --- A. rewind -------------------------------------------------------------------------------------
+
+def handle_rewind(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
+    """Restore the snapshot of ``request.rewind_to_turn`` (everything but the snapshots), drop that
+    snapshot and every later one, and show again what was on screen then."""
+    turn = request.rewind_to_turn
+    snapshot = next((s for s in session.state_snapshots if s.get("turn") == turn), None)
+    if snapshot is None:
+        available = "、".join(str(s["turn"]) for s in session.state_snapshots) or "なし"
+        prompt = session.last_prompt or PromptInfo(type="text", message=ASK_SYMPTOM_MESSAGE)
+        return respond(session, prompt, pending_kind=session.pending_kind, record=False,
+                       rag_sources=session.last_rag_sources,
+                       notice=f"ターン {turn} には戻れません（戻れるターン: {available}）。")
+    kept = [s for s in session.state_snapshots if s.get("turn", 0) < turn]
+    restored = SessionState.model_validate(snapshot["state"])
+    for name in SessionState.model_fields:
+        if name != "state_snapshots":
+            setattr(session, name, getattr(restored, name))
+    session.state_snapshots = kept
+    prompt = session.last_prompt or PromptInfo(type="text", message=ASK_SYMPTOM_MESSAGE)
+    response = respond(session, prompt, pending_kind=session.pending_kind, record=False,
+                       rag_sources=session.last_rag_sources, rewound_to_turn=turn)
+    return response
+
+
+# --- B. resolved -----------------------------------------------------------------------------------
+
+def handle_resolved(session: SessionState, value: str, ctx: DiagnosisContext, *,
+                    judgment: ChoiceJudgmentInfo | None = None) -> ChatResponse:
+    if value == "yes":
+        session.current_step = ChatStep.DONE
+        prompt = PromptInfo(type="text", choices=list(RESTART_CHOICES), action=RESTART,
+                            message="解決してよかったです。同じ症状が再発したり、別の症状が出たりした場合は、お気軽にご相談ください。")
+        return respond(session, prompt, pending_kind="done", judgment=judgment)
+    if value == "book":
+        return reservation.enter(session, ctx, lead="点検のご予約を承ります。", judgment=judgment)
+    session.solutions_tried += 1
+    if session.solutions_tried > ctx.thresholds.max_solutions_tried:
+        return handle_urgency_check(session, None, ctx,
+                                    lead="いくつかの対処を試しても解決しないため、緊急度を評価して点検をご案内します。")
+    return run_turn(session, NOT_RESOLVED_INPUT, ctx, judgment=judgment)
+
+
+# --- entry -----------------------------------------------------------------------------------------
+
+def handle_diagnosing(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
+    if request.rewind_to_turn is not None:
+        return handle_rewind(session, request, ctx)
+    action, value = action_of(request)
+    if action == RESOLVED and value in ("yes", "no", "book"):
+        return handle_resolved(session, str(value), ctx)
+    judgment = None
+    if request.message and session.pending_kind == "resolution":
+        judgment = choice_from_text(ctx, session, request.message, RESOLUTION_CHOICES)
+        if judgment and judgment.value:
+            return handle_resolved(session, judgment.value, ctx, judgment=judgment)
+    user_input = request.message or ""
+    if action == ANSWER:
+        if value == FREE_INPUT:
+            prompt = PromptInfo(type="text", message=FREE_INPUT_MESSAGE)
+            return respond(session, prompt, record=False, rag_sources=session.last_rag_sources)
+        user_input = DONT_KNOW_LABEL if value == DONT_KNOW else str(value or "")
+    if action == SPEC_FEEDBACK:  # a spec-check button pressed after the step moved on
+        user_input = SPEC_FEEDBACK_INPUTS.get(str(value), user_input)
+    if not user_input.strip():
+        return respond(session, PromptInfo(type="text", message=ASK_SYMPTOM_MESSAGE), record=False)
+    return run_turn(session, user_input.strip(), ctx, judgment=judgment)
+
+
+# --- D. main loop ----------------------------------------------------------------------------------
+
+def _query(session: SessionState, user_input: str) -> str:
+    base = session.rewritten_query or session.symptom_text
+    fixed = {DONT_KNOW_LABEL, NOT_RESOLVED_INPUT, *SPEC_FEEDBACK_INPUTS.values()}
+    if user_input and user_input not in base and user_input not in fixed:
+        return f"{base} {user_input}".strip()
+    return base or user_input
+
+
+def _maybe_summarize(session: SessionState, ctx: DiagnosisContext) -> None:
+    """Every ``summary_every`` turns, refresh the conversation summary (kept on failure)."""
+    if session.diagnostic_turn % ctx.thresholds.summary_every:
+        return
+    text = llm_calls.call_text(ctx, session, task=llm_calls.SUMMARY_TASK, messages=build_summary_messages(session),
+                               step="diagnosing", prompt="diagnosis_summary",
+                               context={"symptom": session.symptom_text, "vehicle": f"{session.make} {session.model}",
+                                        "history": list(session.conversation_history),
+                                        "collected": list(session.collected_symptoms)})
+    if text and text.strip():
+        session.conversation_summary = text.strip()[:600]
+
+
+def _call(ctx: DiagnosisContext, session: SessionState, hits: Sequence[RagHit], keyword: KeywordUrgency,
+          user_input: str, extra: Sequence[tuple[str, str]] = ()):
+    instructions = build_additional_instructions(session, keyword, extra, ctx.thresholds)
+    messages = build_diagnostic_messages(session, hits, keyword, instructions, user_input, ctx.thresholds)
+    vehicle = find_vehicle(ctx.catalog, session.vehicle_id)
+    context = policy_context(session, hits, keyword, instructions, user_input, vehicle.powertrain if vehicle else "")
+    return llm_calls.call_structured(ctx, session, task=llm_calls.DIAGNOSTIC_TASK, messages=messages, context=context,
+                                     step="diagnosing", prompt="diagnosis_diagnostic", temperature=0.3)
+
+
+def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJudgmentInfo | None) -> ChatResponse:
+    return respond(session, PromptInfo(type="text", message=FALLBACK_MESSAGE), rag_sources=sources,
+                   judgment=judgment, fallback=True)
+
+
+def _cited_first(sources: list[RagSource], message: str) -> list[RagSource]:
+    return sorted(sources, key=lambda s: 0 if s.section and s.section in message else 1)
+
+
+def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
+             judgment: ChoiceJudgmentInfo | None = None) -> ChatResponse:
+    """Steps D1–D14 for one user input."""
+    th = ctx.thresholds
+    session.current_step = ChatStep.DIAGNOSING
+    # D2 (taken before D1, see module docstring) + D1
+    save_snapshot(session, session.diagnostic_turn + 1)
+    session.collected_symptoms.append(user_input)
+    add_user(session, user_input)
+    session.diagnostic_turn += 1
+
+    # D3 keyword urgency over every input
+    keyword = ctx.rules.check_many(session.collected_symptoms)
+    for reason in keyword.reasons:  # shown as "判断の理由" if the flow ends in a reservation
+        if reason not in session.urgency_reasons:
+            session.urgency_reasons.append(reason)
+    if keyword.is_critical:
+        apply_keyword_urgency(session, keyword)
+        return reservation.enter(session, ctx, judgment=judgment,
+                                 lead=f"お伺いした内容から、{'、'.join(keyword.reasons)}があります。"
+                                      "安全な場所に停車し、無理に運転を続けないでください。")
+    if session.diagnostic_turn > session.max_diagnostic_turns:
+        return handle_urgency_check(session, None, ctx, lead="問診の上限回数に達したため、緊急度を評価して点検をご案内します。")
+
+    # D4 RAG
+    hits = rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id)
+    sources = to_sources(hits)
+    # D5 summary, D6 candidates trigger
+    _maybe_summarize(session, ctx)
+    if session.last_confidence >= th.candidates_confidence or session.diagnostic_turn >= th.candidates_turn:
+        session.candidates_shown = True
+
+    # D7-D9 prompt, call, parse
+    result = _call(ctx, session, hits, keyword, user_input)
+    if not result.ok:
+        return _fallback(session, sources, judgment)
+    data: dict[str, Any] = dict(result.data)
+
+    # D10 topic relevance → one re-call with a topic restriction
+    context_text = " ".join(h.section + " " + h.text for h in hits)
+    if data["action"] in ("ask_question", "clarify_term") and is_irrelevant_topic(
+            data.get("question_topic"), session.symptom_text, session.conversation_history, context_text):
+        line = RESTRICT_TOPIC_LINE.format(topic=data.get("question_topic"), symptom=session.symptom_text)
+        retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_RESTRICT_TOPIC, line)])
+        if retry.ok:
+            data = dict(retry.data)
+    # D11 waiting message → one re-call forcing an answer
+    if is_waiting_message(data.get("message")):
+        retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_FORCE_ANSWER, FORCE_ANSWER_LINE)])
+        if retry.ok and not is_waiting_message(retry.data.get("message")):
+            data = dict(retry.data)
+        else:
+            return _fallback(session, sources, judgment)
+    # Duplicate question → generic message
+    if data["action"] in ("ask_question", "clarify_term") and is_duplicate_question(
+            data.get("message"), session.conversation_history[:-1]):
+        data.update(message=FALLBACK_MESSAGE, choices=None)
+
+    # Save what the model decided
+    session.last_confidence = float(data.get("confidence_to_answer") or 0.0)
+    if data.get("rewritten_query"):
+        session.rewritten_query = data["rewritten_query"].strip()
+    session.manual_coverage = data.get("manual_coverage")
+    # D12 manual_coverage raise, D13 urgency_flag
+    flag = raise_for_coverage(data.get("urgency_flag") or "none", session.manual_coverage)
+    if flag == "critical":
+        raise_urgency(session, "critical", can_drive=data.get("can_drive") if data.get("can_drive") is not None else False,
+                      visit_urgency="immediate")
+        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"]),
+                                 judgment=judgment)
+    # a level raised by the coverage guard takes that level's default visit urgency
+    visit = data.get("visit_urgency") if flag == data.get("urgency_flag") else None
+    raise_urgency(session, flag, can_drive=data.get("can_drive"), visit_urgency=visit)
+
+    # D14 action table
+    action = data["action"]
+    if action == "spec_answer" and session.spec_rejected:
+        action = "provide_answer"  # the spec explanation already failed once
+    if action == "escalate":
+        raise_urgency(session, "high" if flag not in ("high", "critical") else flag, can_drive=data.get("can_drive"),
+                      visit_urgency=data.get("visit_urgency"))
+        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"]),
+                                 judgment=judgment)
+    if action == "spec_answer":
+        session.current_step = ChatStep.SPEC_CHECK
+        session.spec_check_shown = True
+        prompt = PromptInfo(type="single_choice", message=f"{data['message']}\n\n{RESOLUTION_QUESTION}",
+                            choices=[c.model_copy() for c in SPEC_CHOICES], action=SPEC_FEEDBACK)
+        return respond(session, prompt, pending_kind="spec", rag_sources=_cited_first(sources, data["message"]),
+                       judgment=judgment)
+    if action == "provide_answer":
+        return _provide_answer(session, data, flag, sources, ctx, judgment)
+    # ask_question / clarify_term
+    topic = (data.get("question_topic") or "").strip()
+    if topic and topic not in session.asked_topics:
+        session.asked_topics.append(topic)
+    choices = attach_icons(append_default_choices(data.get("choices")), topic)
+    prompt = PromptInfo(type="single_choice" if choices else "text", message=data["message"], choices=choices,
+                        action=ANSWER if choices else None)
+    return respond(session, prompt, pending_kind="question", rag_sources=sources, judgment=judgment)
+
+
+def _provide_answer(session: SessionState, data: dict[str, Any], flag: str, sources: list[RagSource],
+                    ctx: DiagnosisContext, judgment: ChoiceJudgmentInfo | None) -> ChatResponse:
+    message = data["message"].strip()
+    if session.manual_coverage == "not_covered":
+        message += "\n\n" + NOT_COVERED_NOTE
+    elif session.manual_coverage == "partially_covered":
+        message += "\n\n" + PARTIAL_NOTE
+    cited = _cited_first(sources, message)
+    if flag in ("high", "critical"):
+        can_drive = data.get("can_drive")
+        if can_drive is None:
+            can_drive = session.can_drive
+        if can_drive is False:
+            session.can_drive = False
+            return reservation.enter(session, ctx, lead=message, note=NO_DRIVE_NOTE, rag_sources=cited, judgment=judgment)
+        return reservation.enter(session, ctx, lead=message, note=INSPECT_SOON_NOTE, rag_sources=cited, judgment=judgment)
+    prompt = PromptInfo(type="single_choice", message=f"{message}\n\n{RESOLUTION_QUESTION}",
+                        choices=[c.model_copy() for c in RESOLUTION_CHOICES], action=RESOLVED)
+    return respond(session, prompt, pending_kind="resolution", rag_sources=cited, judgment=judgment)

@@ -1,0 +1,183 @@
+"""RESERVATION, BOOKING_INFO and BOOKING_CONFIRM (seed 000 §7): the booking path.
+
+RESERVATION shows the urgency message of the §7 table and the choices dispatch / visit / skip;
+``visit`` is only offered when driving is allowed, and a visit request is refused with a message
+when ``can_drive`` is False. BOOKING_INFO shows the form (dispatch: name/phone/address; visit:
+name/phone/preferred date-time) and validates ``submit_booking``; BOOKING_CONFIRM shows the summary
+and either confirms (→ DONE) or goes back to the form with the entered data kept (``edit``).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Sequence
+
+from core.diagnosis.actions import (BOOKING, CONFIRM_CHOICES, DISPATCH_CHOICE, RESERVE, RESTART_CHOICES, RESTART,
+                                    SKIP_CHOICE, SUBMIT_BOOKING, VISIT_CHOICE)
+from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.models import (BookingField, ChatRequest, ChatResponse, ChatStep, Choice, ChoiceJudgmentInfo,
+                                   PromptInfo, RagSource, SessionState)
+from core.diagnosis.steps.common import action_of, choice_from_text, respond
+
+# Seed 000 §7: visit_urgency → message (can_drive=False comes first).
+NO_DRIVE_MESSAGE = "🚨 今すぐロードサービスまたは来場が必要です"
+VISIT_URGENCY_MESSAGES = {
+    "immediate": "🚨 今すぐ来場またはロードサービスが必要です",
+    "today": "⚠️ 本日中の来場をおすすめします",
+    "this_week": "⚠️ 今週中の来場をおすすめします",
+    "when_convenient": "ご都合のよいときに点検へのご来場をおすすめします",
+}
+DEFAULT_RESERVATION_MESSAGE = "点検のご予約を承ります"
+VISIT_REFUSED_MESSAGE = ("🚨 現在の症状では、お車を運転して来店することはおすすめできません（自走禁止）。"
+                         "ロードサービス・出張点検の手配をご利用ください。")
+BOOKING_TYPE_LABELS = {"dispatch": "ロードサービス・出張点検", "visit": "来店予約"}
+BOOKING_FIELDS: dict[str, list[BookingField]] = {
+    "dispatch": [BookingField(name="name", label="お名前", placeholder="例: 山田 太郎"),
+                 BookingField(name="phone", label="電話番号", kind="tel", placeholder="例: 090-1234-5678"),
+                 BookingField(name="address", label="現在地・住所", kind="textarea",
+                              placeholder="例: ○○市○○町1-2-3 ○○駐車場")],
+    "visit": [BookingField(name="name", label="お名前", placeholder="例: 山田 太郎"),
+              BookingField(name="phone", label="電話番号", kind="tel", placeholder="例: 090-1234-5678"),
+              BookingField(name="preferred_datetime", label="希望日時", kind="datetime",
+                           placeholder="例: 6月10日 午前10時")],
+}
+_PHONE = re.compile(r"^(?:\+81|0)\d{9,10}$")
+
+
+def urgency_message(session: SessionState) -> str:
+    """The §7 table: can_drive=False first, then visit_urgency."""
+    if session.can_drive is False:
+        return NO_DRIVE_MESSAGE
+    return VISIT_URGENCY_MESSAGES.get(session.visit_urgency or "", DEFAULT_RESERVATION_MESSAGE)
+
+
+def reservation_choices(session: SessionState) -> list[Choice]:
+    choices = [DISPATCH_CHOICE.model_copy()]
+    if session.can_drive is not False:
+        choices.append(VISIT_CHOICE.model_copy())
+    choices.append(SKIP_CHOICE.model_copy())
+    return choices
+
+
+def enter(session: SessionState, ctx: DiagnosisContext, *, lead: str = "", rag_sources: Sequence[RagSource] | None = None,
+          judgment: ChoiceJudgmentInfo | None = None, note: str = "") -> ChatResponse:
+    """Move to RESERVATION and show the urgency message with the reservation choices."""
+    session.current_step = ChatStep.RESERVATION
+    parts = [p for p in (lead.strip(), note.strip()) if p]
+    parts.append(urgency_message(session))
+    if session.urgency_reasons:
+        parts.append("判断の理由: " + "／".join(session.urgency_reasons[:4]))
+    parts.append("ご希望の対応を選んでください。")
+    prompt = PromptInfo(type="reservation_choice", message="\n\n".join(parts), choices=reservation_choices(session),
+                        action=RESERVE)
+    return respond(session, prompt, pending_kind="reservation", rag_sources=rag_sources, judgment=judgment)
+
+
+def handle_reservation(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
+    action, value = action_of(request)
+    judgment = None
+    if action != RESERVE:  # typed text: judged against all three, so a typed visit request can be refused too
+        judgment = choice_from_text(ctx, session, request.message, [DISPATCH_CHOICE, VISIT_CHOICE, SKIP_CHOICE])
+        value = judgment.value if judgment else None
+    if value == "visit" and session.can_drive is False:
+        return enter(session, ctx, note=VISIT_REFUSED_MESSAGE, judgment=judgment)
+    if value in ("dispatch", "visit"):
+        session.booking_type = str(value)
+        session.current_step = ChatStep.BOOKING_INFO
+        return booking_form(session, judgment=judgment)
+    if value == "skip":
+        session.current_step = ChatStep.DONE
+        message = ("承知しました。今回はご予約なしで終了します。症状が続く・悪化する場合は、無理に運転せず販売店または"
+                   "ロードサービスへご連絡ください。")
+        if session.can_drive is False:
+            message = "承知しました。" + NO_DRIVE_MESSAGE + "。安全な場所に停車したまま、ロードサービスへご連絡ください。"
+        return respond(session, PromptInfo(type="text", message=message, choices=list(RESTART_CHOICES), action=RESTART),
+                       pending_kind="done", judgment=judgment)
+    note = "ボタンから選ぶか、「出張」「来店」「予約しない」のように入力してください。" if request.message else ""
+    return enter(session, ctx, note=note, judgment=judgment)
+
+
+def booking_form(session: SessionState, *, errors: Sequence[str] = (), judgment: ChoiceJudgmentInfo | None = None,
+                 message: str | None = None) -> ChatResponse:
+    kind = session.booking_type or "dispatch"
+    fields = [f.model_copy(update={"value": session.booking_data.get(f.name, "")}) for f in BOOKING_FIELDS[kind]]
+    text = message or (f"{BOOKING_TYPE_LABELS[kind]}の手配に必要な情報を入力してください。" if kind == "dispatch"
+                       else f"{BOOKING_TYPE_LABELS[kind]}に必要な情報を入力してください。")
+    prompt = PromptInfo(type="booking_form", message=text, booking_type=kind, booking_fields=fields,
+                        action=SUBMIT_BOOKING, errors=list(errors))
+    return respond(session, prompt, judgment=judgment, record=not errors)
+
+
+def validate_booking(kind: str, data: dict[str, str]) -> list[str]:
+    errors = []
+    for field in BOOKING_FIELDS[kind]:
+        if field.required and not (data.get(field.name) or "").strip():
+            errors.append(f"{field.label}を入力してください。")
+    phone = re.sub(r"[\s\-‐－ー()（）]", "", unicodedata.normalize("NFKC", data.get("phone") or ""))
+    if phone and not _PHONE.match(phone):
+        errors.append("電話番号は 0 から始まる 10〜11 桁の番号で入力してください。")
+    return errors
+
+
+def booking_summary(session: SessionState) -> dict[str, str]:
+    kind = session.booking_type or "dispatch"
+    summary = {"ご依頼内容": BOOKING_TYPE_LABELS[kind]}
+    for field in BOOKING_FIELDS[kind]:
+        summary[field.label] = session.booking_data.get(field.name, "")
+    if session.make or session.model:
+        summary["車両"] = f"{session.make or ''} {session.model or ''}（{session.year or '-'}年式）".strip()
+    if session.symptom_text:
+        summary["症状"] = session.symptom_text
+    return summary
+
+
+def handle_booking_info(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
+    action, value = action_of(request)
+    if action == RESERVE:  # changing the booking type from the form
+        return handle_reservation(session, request, ctx)
+    if action != SUBMIT_BOOKING or not isinstance(value, dict):
+        return booking_form(session)
+    kind = session.booking_type or "dispatch"
+    allowed = {f.name for f in BOOKING_FIELDS[kind]}
+    session.booking_data.update({k: str(v).strip() for k, v in value.items() if k in allowed and v is not None})
+    if kind == "visit" and session.can_drive is False:
+        session.booking_type = None
+        return enter(session, ctx, note=VISIT_REFUSED_MESSAGE)
+    errors = validate_booking(kind, session.booking_data)
+    if errors:
+        return booking_form(session, errors=errors, message="入力内容を確認してください。")
+    session.current_step = ChatStep.BOOKING_CONFIRM
+    return booking_confirm_prompt(session)
+
+
+def booking_confirm_prompt(session: SessionState, *, judgment: ChoiceJudgmentInfo | None = None,
+                           note: str = "") -> ChatResponse:
+    message = "以下の内容で予約します。よろしいですか？"
+    if note:
+        message = f"{note}\n\n{message}"
+    prompt = PromptInfo(type="booking_confirm", message=message, booking_type=session.booking_type,
+                        booking_summary=booking_summary(session), choices=[c.model_copy() for c in CONFIRM_CHOICES],
+                        action=BOOKING)
+    return respond(session, prompt, pending_kind="booking_confirm", judgment=judgment)
+
+
+def handle_booking_confirm(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
+    action, value = action_of(request)
+    judgment = None
+    if action != BOOKING:
+        judgment = choice_from_text(ctx, session, request.message, CONFIRM_CHOICES)
+        value = judgment.value if judgment else None
+    if value == "edit":
+        session.current_step = ChatStep.BOOKING_INFO
+        return booking_form(session, judgment=judgment, message="修正する項目を書き換えて、もう一度送信してください。")
+    if value == "confirm":
+        session.current_step = ChatStep.DONE
+        kind = session.booking_type or "dispatch"
+        tail = ("担当者から折り返しご連絡し、到着予定時刻をお伝えします。安全な場所でお待ちください。" if kind == "dispatch"
+                else "ご希望の日時を確認のうえ、担当者からご連絡します。")
+        prompt = PromptInfo(type="text", message=f"✅ {BOOKING_TYPE_LABELS[kind]}を受け付けました。{tail}",
+                            booking_type=kind, booking_summary=booking_summary(session),
+                            choices=list(RESTART_CHOICES), action=RESTART)
+        return respond(session, prompt, pending_kind="done", judgment=judgment)
+    note = "「この内容で予約する」か「修正する」を選んでください。" if request.message else ""
+    return booking_confirm_prompt(session, judgment=judgment, note=note)

@@ -1,0 +1,72 @@
+"""SPEC_CHECK (seed 000 §5): is the symptom normal behaviour described in the manual?
+
+Phase 1 (``spec_check_shown`` False): a model call with SPEC_CLASSIFICATION_SCHEMA; ``is_spec`` with
+``confidence`` high → show the explanation and ask whether it solved the problem; anything else
+(or a failed call) falls through to DIAGNOSING.
+Phase 2 (``spec_check_shown`` True, also reached from a DIAGNOSING ``spec_answer``): ``resolved``
+→ DONE; ``not_resolved`` / ``already_tried`` → DIAGNOSING (spec answers are then off).
+"""
+from __future__ import annotations
+
+from core.diagnosis import llm_calls
+from core.diagnosis.actions import RESTART, RESTART_CHOICES, SPEC_CHOICES, SPEC_FEEDBACK
+from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
+from core.diagnosis.rag import citation, rag_context, rag_search, to_sources
+from core.diagnosis.steps import diagnosing
+from core.diagnosis.steps.common import action_of, add_user, choice_from_text, respond
+from core.pii import mask_pii
+from core.prompts import load_prompt, render
+
+RESOLVED_MESSAGE = "解決してよかったです。ほかにも気になる点があれば、新しい問診でお気軽にご相談ください。"
+
+
+def _phase1(session: SessionState, ctx: DiagnosisContext) -> ChatResponse:
+    hits = rag_search(ctx, session.symptom_text, session.vehicle_id)
+    keyword = ctx.rules.check(session.symptom_text)
+    vehicle = f"{session.make or ''} {session.model or ''}（{session.year or '-'}年式）"
+    messages = [{"role": "system", "content": load_prompt("diagnosis_system")},
+                {"role": "user", "content": render("spec_classification", vehicle=vehicle,
+                                                   symptom=mask_pii(session.symptom_text), rag_context=rag_context(hits))}]
+    result = llm_calls.call_structured(
+        ctx, session, task=llm_calls.SPEC_TASK, messages=messages, step="spec_check", prompt="spec_classification",
+        context={"symptom": mask_pii(session.symptom_text), "hits": [h.as_dict() for h in hits],
+                 "keyword": {"level": keyword.level, "reasons": keyword.reasons}}, temperature=0.0)
+    data = result.data if result.ok else None
+    if not data or not data["is_spec"] or data["confidence"] != "high":
+        session.current_step = ChatStep.DIAGNOSING
+        return diagnosing.run_turn(session, session.symptom_text, ctx)
+    explanation = data["explanation"].strip()
+    if data.get("matched_section") and data["matched_section"] not in explanation:
+        explanation += citation(data["matched_section"], data.get("page"))
+    sources = to_sources(hits)
+    matched = data.get("matched_section_id")
+    sources.sort(key=lambda s: 0 if s.section_id == matched or s.section == data.get("matched_section") else 1)
+    session.spec_check_shown = True
+    session.collected_symptoms.append(session.symptom_text)
+    add_user(session, session.symptom_text)
+    prompt = PromptInfo(type="single_choice", message=f"{explanation}\n\n{diagnosing.RESOLUTION_QUESTION}",
+                        choices=[c.model_copy() for c in SPEC_CHOICES], action=SPEC_FEEDBACK)
+    return respond(session, prompt, pending_kind="spec", rag_sources=sources)
+
+
+def handle_spec_check(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
+    session.current_step = ChatStep.SPEC_CHECK
+    if not session.spec_check_shown:
+        return _phase1(session, ctx)
+    action, value = action_of(request)
+    judgment = None
+    if action != SPEC_FEEDBACK:
+        judgment = choice_from_text(ctx, session, request.message, SPEC_CHOICES)
+        value = judgment.value if judgment else None
+    if value == "resolved":
+        session.current_step = ChatStep.DONE
+        return respond(session, PromptInfo(type="text", message=RESOLVED_MESSAGE, choices=list(RESTART_CHOICES),
+                                           action=RESTART), pending_kind="done", judgment=judgment)
+    if value in ("not_resolved", "already_tried") or (request.message or "").strip():
+        session.spec_rejected = True
+        user_input = diagnosing.SPEC_FEEDBACK_INPUTS.get(str(value)) or (request.message or "").strip()
+        return diagnosing.run_turn(session, user_input, ctx, judgment=judgment)
+    prompt = session.last_prompt or PromptInfo(type="single_choice", message=diagnosing.RESOLUTION_QUESTION,
+                                               choices=[c.model_copy() for c in SPEC_CHOICES], action=SPEC_FEEDBACK)
+    return respond(session, prompt, pending_kind="spec", record=False, rag_sources=session.last_rag_sources)

@@ -1,0 +1,60 @@
+"""Keyword urgency rules from data/urgency_rules.yaml, checked against the file's own tests list."""
+from __future__ import annotations
+
+import pytest
+
+from core.diagnosis.urgency_rules import default_rules, keyword_urgency_check, load_rules
+
+RULES = default_rules()
+
+
+def test_yaml_has_rules_for_every_level_and_a_tests_list():
+    levels = {r.level for r in RULES.rules}
+    assert levels == {"critical", "high", "medium"}
+    assert len(RULES.tests) >= 50
+    assert RULES.level_info["critical"] == {"visit_urgency": "immediate", "can_drive": False}
+    assert RULES.level_info["high"] == {"visit_urgency": "today", "can_drive": True}
+    assert RULES.level_info["medium"] == {"visit_urgency": "this_week", "can_drive": True}
+
+
+@pytest.mark.parametrize("case", RULES.tests, ids=lambda c: c["text"])
+def test_yaml_examples(case):
+    assert keyword_urgency_check(case["text"]).level == case["expect"]
+
+
+def test_nfkc_normalisation_before_matching():
+    assert keyword_urgency_check("４ＷＤ警告灯が点滅している").level == "high"
+    assert keyword_urgency_check("水温計がＨまで上がっている").level == "critical"
+
+
+def test_result_carries_reason_rule_and_level_defaults():
+    result = keyword_urgency_check("ブレーキペダルが床まで沈む")
+    assert result.is_critical
+    assert result.rule_ids == ["brake_failure"]
+    assert result.reasons == ["ブレーキの効きに異常がある可能性"]
+    assert result.can_drive is False and result.visit_urgency == "immediate"
+    none = keyword_urgency_check("給油口の開け方がわからない")
+    assert none.level == "none" and none.reasons == [] and none.can_drive is None
+
+
+def test_check_many_keeps_the_highest_level_and_merges_same_level_reasons():
+    result = RULES.check_many(["最近燃費が悪くなった", "走行中にガラガラと音がする", "ハンドルが重い"])
+    assert result.level == "high"
+    assert result.rule_ids == ["abnormal_noise", "steering_heavy"]
+    assert RULES.check_many(["エアコンが冷えない", "ブレーキがきかない！"]).level == "critical"
+    assert RULES.check_many([]).level == "none"
+
+
+def test_patterns_are_single_line_so_texts_are_checked_one_by_one():
+    # joined with a newline the湯気 rule's "^(?!.*マフラー)" look-ahead would only see the first line
+    assert RULES.check_many(["冬の朝マフラーから湯気が出る"]).level == "none"
+    assert RULES.check_many(["冬の朝マフラーから湯気が出る", "ボンネットのすき間から湯気が出ている"]).level == "critical"
+
+
+def test_load_rules_from_another_file(tmp_path):
+    path = tmp_path / "rules.yaml"
+    path.write_text("levels:\n  medium:\n    visit_urgency: this_week\n    can_drive: true\n    rules:\n"
+                    "      - {id: x, reason: テスト, patterns: ['ぴよぴよ']}\n", encoding="utf-8")
+    rules = load_rules(path)
+    assert rules.check("ぴよぴよ鳴る").level == "medium"
+    assert rules.check("ブレーキがきかない").level == "none"
