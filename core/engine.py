@@ -175,3 +175,45 @@ def structured_call(
             return last  # repairs exhausted: ok=False with the last raw output
     err = unsupported or ProviderError("unsupported", "no strategy configured")
     return _provider_failure(result_cls, err, "", attempts, chain[-1] if chain else None)
+
+
+def text_call(
+    client: Any,
+    messages: Sequence[dict[str, Any]],
+    *,
+    task: str,
+    context: dict[str, Any] | None = None,
+    temperature: float = 0.0,
+    log: MutableSequence[dict[str, Any]] | None = None,
+    tags: CallTags | None = None,
+    retry: RetryPolicy | None = None,
+) -> str | None:
+    """One plain-text call with no schema (e.g. seed 004's tag stage): the reply text, or None when
+    the provider failed. Transient errors are retried like in :func:`structured_call`; every
+    attempt is logged with strategy ``plain_text``."""
+    retry = retry or DEFAULT_RETRY
+    tags = tags or CallTags()
+    provider = getattr(client, "name", type(client).__name__)
+    request = LLMRequest(messages=[dict(m) for m in messages], task=task, temperature=temperature,
+                         timeout=getattr(client, "timeout", 60.0), context=dict(context or {}))
+    for attempt in range(1, retry.max_retries + 2):
+        started = time.perf_counter()
+        try:
+            response = client.complete(request)
+        except Exception as exc:  # noqa: BLE001 - a failed call is a None result
+            err = classify_exception(exc)
+            append(log, make_record(tags=tags, provider=provider, model=getattr(client, "model", ""),
+                                    strategy="plain_text", attempt=attempt, kind="retry" if attempt > 1 else "call",
+                                    request=request, raw=None, outcome=f"provider_error:{err.kind}", errors=[str(err)],
+                                    latency_ms=(time.perf_counter() - started) * 1000))
+            if err.transient and attempt <= retry.max_retries:
+                retry.sleep(retry.delay(attempt - 1))
+                continue
+            return None
+        raw = response.content if response.content is not None else response.tool_arguments
+        append(log, make_record(tags=tags, provider=provider, model=response.model or getattr(client, "model", ""),
+                                strategy="plain_text", attempt=attempt, kind="retry" if attempt > 1 else "call",
+                                request=request, raw=raw, outcome="ok" if raw else "empty",
+                                latency_ms=response.latency_ms, usage=response.usage))
+        return raw or None
+    return None

@@ -178,3 +178,12 @@ def test_generic_structured_call_with_custom_retry_policy():
     result = structured_call(client, [{"role": "user", "content": "x"}], schema=schema, name="judgment",
                              retry=RetryPolicy(max_retries=1, base_delay=2.0, sleep=waits.append))
     assert result.ok and result.data == {"step": 2, "reason": "ok"} and waits == [2.0]
+
+
+def test_text_call_retries_transient_errors_and_logs_each_attempt(_offline_and_fast):
+    from core.engine import text_call
+    log = []
+    client = ScriptedClient([TimeoutError(), "[CHOICE:2]"])
+    assert text_call(client, [{"role": "user", "content": "x"}], task="choice_tag", log=log) == "[CHOICE:2]"
+    assert [r["outcome"] for r in log] == ["provider_error:timeout", "ok"] and _offline_and_fast == [0.5]
+    assert text_call(ScriptedClient([RuntimeError("x")]), [], task="t") is None
