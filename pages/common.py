@@ -27,7 +27,7 @@ def init_session() -> None:
     if "provider_registry" not in state:
         settings = load_settings(secrets=_secrets())
         state.provider_registry = ProviderRegistry(settings)
-        state.debug_enabled = settings.debug  # the sidebar toggle's key: its only source of truth
+        state.debug_enabled = settings.debug  # plain state; the sidebar toggle updates it
     state.setdefault("session_id", uuid.uuid4().hex[:12])
     state.setdefault("chat", [])
     state.setdefault("knowledge_outputs", [])
@@ -73,5 +73,6 @@ def render_sidebar() -> None:
         st.markdown(f"{icon} **有効:** {describe(active)}")
         st.caption("方式: " + " → ".join(STRATEGY_LABELS.get(s, s) for s in getattr(active, "strategies", ())))
         st.divider()
-        st.toggle("デバッグログを記録", key="debug_enabled")
+        st.toggle("デバッグログを記録", value=state.debug_enabled, key="debug_toggle",
+                  on_change=lambda: state.update(debug_enabled=state.debug_toggle))
         st.caption(f"記録件数: {len(state.debug_logs)}")

@@ -13,6 +13,11 @@ def test_debug_page_lists_every_call(app):
 
 
 def test_debug_off_records_nothing(app):
-    app.sidebar.toggle(key="debug_enabled").set_value(False).run()
+    # AppTest reruns only the page, not app.py, so the sidebar toggle exists on the first run only.
+    app.sidebar.toggle(key="debug_toggle").set_value(False).run()
+    assert app.session_state.debug_enabled is False
     app.chat_input[0].set_value("秘密保持契約の件です").run()
-    assert app.session_state.debug_logs == []
+    assert app.session_state.chat and app.session_state.debug_logs == []
+    app.session_state["debug_enabled"] = True
+    app.chat_input[0].set_value("第5条（秘密保持）の期間が短い点が問題です").run()
+    assert len(app.session_state.debug_logs) == 1
