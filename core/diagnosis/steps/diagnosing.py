@@ -151,7 +151,11 @@ def _call(ctx: DiagnosisContext, session: SessionState, hits: Sequence[RagHit], 
                                      step="diagnosing", prompt="diagnosis_diagnostic", temperature=0.3)
 
 
-def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJudgmentInfo | None) -> ChatResponse:
+def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJudgmentInfo | None,
+              keyword: KeywordUrgency) -> ChatResponse:
+    # The model's urgency_flag is missing, so the rule-based level (e.g. a lit warning light = high)
+    # is kept on the session instead of being lost with the failed call.
+    apply_keyword_urgency(session, keyword)
     return respond(session, PromptInfo(type="text", message=FALLBACK_MESSAGE), rag_sources=sources,
                    judgment=judgment, fallback=True)
 
@@ -195,7 +199,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     # D7-D9 prompt, call, parse
     result = _call(ctx, session, hits, keyword, user_input)
     if not result.ok:
-        return _fallback(session, sources, judgment)
+        return _fallback(session, sources, judgment, keyword)
     data: dict[str, Any] = dict(result.data)
 
     # D10 topic relevance → one re-call with a topic restriction
@@ -212,7 +216,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         if retry.ok and not is_waiting_message(retry.data.get("message")):
             data = dict(retry.data)
         else:
-            return _fallback(session, sources, judgment)
+            return _fallback(session, sources, judgment, keyword)
     # Duplicate question → generic message
     if data["action"] in ("ask_question", "clarify_term") and is_duplicate_question(
             data.get("message"), session.conversation_history[:-1]):
