@@ -1,7 +1,7 @@
 """Kaiwa Console entry point: session state, the provider sidebar, and page navigation."""
 import streamlit as st
 
-from pages.common import init_session, render_sidebar
+from pages.common import init_session, render_debug_controls, render_sidebar
 
 st.set_page_config(page_title="Kaiwa Console", page_icon="💬", layout="wide")
 init_session()
@@ -20,3 +20,4 @@ pages = {
 navigation = st.navigation(pages)
 render_sidebar()
 navigation.run()
+render_debug_controls()

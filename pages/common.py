@@ -72,6 +72,12 @@ def render_sidebar() -> None:
         icon = "🟢" if getattr(active, "name", "") == "openai" else "🟡"
         st.markdown(f"{icon} **有効:** {describe(active)}")
         st.caption("方式: " + " → ".join(STRATEGY_LABELS.get(s, s) for s in getattr(active, "strategies", ())))
+
+
+def render_debug_controls() -> None:
+    """Drawn after the page so the record count includes the calls this run made."""
+    state = st.session_state
+    with st.sidebar:
         st.divider()
         st.toggle("デバッグログを記録", value=state.debug_enabled, key="debug_toggle",
                   on_change=lambda: state.update(debug_enabled=state.debug_toggle))

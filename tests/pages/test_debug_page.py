@@ -21,3 +21,10 @@ def test_debug_off_records_nothing(app):
     app.session_state["debug_enabled"] = True
     app.chat_input[0].set_value("第5条（秘密保持）の期間が短い点が問題です").run()
     assert len(app.session_state.debug_logs) == 1
+
+
+def test_empty_debug_page_explains_and_keeps_running(app):
+    app.switch_page("pages/debug_log.py").run()
+    assert not app.exception
+    assert any("まだ記録がありません" in c.value for c in app.caption)
+    assert len(app.dataframe) == 0
