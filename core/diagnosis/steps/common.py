@@ -58,6 +58,17 @@ def choice_from_text(ctx: DiagnosisContext, session: SessionState, text: str | N
     return judge_choice(ctx, session, text.strip(), choices, question=question[-400:], step=session.current_step.value)
 
 
+def chosen_value(ctx: DiagnosisContext, session: SessionState, request: ChatRequest, button_action: str,
+                 choices: Sequence[Choice]) -> tuple[object, ChoiceJudgmentInfo | None]:
+    """The value of the pressed ``button_action`` button, or of the choice the typed text meant
+    (with the judgment that decided it); ``(None, None)`` when neither says anything."""
+    action, value = action_of(request)
+    if action == button_action:
+        return value, None
+    judgment = choice_from_text(ctx, session, request.message, choices)
+    return (judgment.value if judgment else None), judgment
+
+
 def raise_urgency(session: SessionState, level: str, *, can_drive: bool | None = None,
                   visit_urgency: str | None = None, reasons: Sequence[str] = ()) -> None:
     """Keep the highest urgency seen; a level at least as high brings its can_drive/visit_urgency."""

@@ -5,7 +5,7 @@ from core.diagnosis.actions import CONFIRM_PHOTO, PHOTO_CHOICES
 from core.diagnosis.catalog import find_vehicle
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
-from core.diagnosis.steps.common import action_of, choice_from_text, respond
+from core.diagnosis.steps.common import chosen_value, respond
 from core.diagnosis.steps.vehicle_id import photo_prompt, vehicle_prompt
 
 SYMPTOM_QUESTION = ("どのような症状がありますか？いつ・どんなときに起きるかも含めて、できるだけ具体的に教えてください。"
@@ -18,11 +18,7 @@ def symptom_prompt(session: SessionState, **kwargs) -> ChatResponse:
 
 
 def handle_photo_confirm(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
-    action, value = action_of(request)
-    judgment = None
-    if action != CONFIRM_PHOTO:
-        judgment = choice_from_text(ctx, session, request.message, PHOTO_CHOICES)
-        value = judgment.value if judgment else None
+    value, judgment = chosen_value(ctx, session, request, CONFIRM_PHOTO, PHOTO_CHOICES)
     if value == "yes":
         return symptom_prompt(session, judgment=judgment)
     if value == "no":

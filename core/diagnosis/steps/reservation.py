@@ -17,7 +17,7 @@ from core.diagnosis.actions import (BOOKING, CONFIRM_CHOICES, DISPATCH_CHOICE, R
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import (BookingField, ChatRequest, ChatResponse, ChatStep, Choice, ChoiceJudgmentInfo,
                                    PromptInfo, RagSource, SessionState)
-from core.diagnosis.steps.common import action_of, choice_from_text, respond
+from core.diagnosis.steps.common import action_of, chosen_value, respond
 
 # Seed 000 §7: visit_urgency → message (can_drive=False comes first).
 NO_DRIVE_MESSAGE = "🚨 今すぐロードサービスまたは来場が必要です"
@@ -74,11 +74,8 @@ def enter(session: SessionState, ctx: DiagnosisContext, *, lead: str = "", rag_s
 
 
 def handle_reservation(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
-    action, value = action_of(request)
-    judgment = None
-    if action != RESERVE:  # typed text: judged against all three, so a typed visit request can be refused too
-        judgment = choice_from_text(ctx, session, request.message, [DISPATCH_CHOICE, VISIT_CHOICE, SKIP_CHOICE])
-        value = judgment.value if judgment else None
+    # typed text is judged against all three, so a typed visit request can be refused too
+    value, judgment = chosen_value(ctx, session, request, RESERVE, [DISPATCH_CHOICE, VISIT_CHOICE, SKIP_CHOICE])
     if value == "visit" and session.can_drive is False:
         return enter(session, ctx, note=VISIT_REFUSED_MESSAGE, judgment=judgment)
     if value in ("dispatch", "visit"):
@@ -162,11 +159,7 @@ def booking_confirm_prompt(session: SessionState, *, judgment: ChoiceJudgmentInf
 
 
 def handle_booking_confirm(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
-    action, value = action_of(request)
-    judgment = None
-    if action != BOOKING:
-        judgment = choice_from_text(ctx, session, request.message, CONFIRM_CHOICES)
-        value = judgment.value if judgment else None
+    value, judgment = chosen_value(ctx, session, request, BOOKING, CONFIRM_CHOICES)
     if value == "edit":
         session.current_step = ChatStep.BOOKING_INFO
         return booking_form(session, judgment=judgment, message="修正する項目を書き換えて、もう一度送信してください。")

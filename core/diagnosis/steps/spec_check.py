@@ -14,7 +14,7 @@ from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.rag import citation, rag_context, rag_search, to_sources
 from core.diagnosis.steps import diagnosing
-from core.diagnosis.steps.common import action_of, add_user, choice_from_text, respond
+from core.diagnosis.steps.common import add_user, chosen_value, respond
 from core.pii import mask_pii
 from core.prompts import load_prompt, render
 
@@ -54,11 +54,7 @@ def handle_spec_check(session: SessionState, request: ChatRequest, ctx: Diagnosi
     session.current_step = ChatStep.SPEC_CHECK
     if not session.spec_check_shown:
         return _phase1(session, ctx)
-    action, value = action_of(request)
-    judgment = None
-    if action != SPEC_FEEDBACK:
-        judgment = choice_from_text(ctx, session, request.message, SPEC_CHOICES)
-        value = judgment.value if judgment else None
+    value, judgment = chosen_value(ctx, session, request, SPEC_FEEDBACK, SPEC_CHOICES)
     if value == "resolved":
         session.current_step = ChatStep.DONE
         return respond(session, PromptInfo(type="text", message=RESOLVED_MESSAGE, choices=list(RESTART_CHOICES),
