@@ -109,6 +109,19 @@ def score_report(label: str, result: dict, unrelated_top: list[float]) -> list[s
     return lines
 
 
+
+def verbose_lines(hybrid: dict, loud: list[str], unrelated_label: str) -> list[str]:
+    """The --verbose detail: hybrid misses at 5, then unanswerable queries that scored > 0.3."""
+    lines = []
+    misses = [r for r in hybrid["rows"] if not r["rank"] or r["rank"] > 5]
+    if misses:
+        lines.append("  hybrid misses:")
+        lines += [f"    {r['q']}  expected {r['expected']}  got {[i for i, _ in r['results'][:3]]}" for r in misses]
+    if loud:
+        lines.append(f"  {unrelated_label} scoring > 0.3:")
+        lines += loud
+    return lines
+
 def run_manuals(args, out: list[str], summary: dict) -> None:
     import chromadb
 
@@ -180,14 +193,8 @@ def run_manuals(args, out: list[str], summary: dict) -> None:
     summary["manual_scores"] = {
         "top1_relevant": [r["results"][0][1] for r in hybrid["rows"] if r["rank"] == 1],
         "unrelated_top1": unrelated_top}
-    misses = [r for r in hybrid["rows"] if not r["rank"] or r["rank"] > 5]
-    if misses and args.verbose:
-        out.append("  hybrid misses:")
-        for r in misses:
-            out.append(f"    {r['q']}  expected {r['expected']}  got {[i for i, _ in r['results'][:3]]}")
-    if loud and args.verbose:
-        out.append("  unrelated queries scoring > 0.3:")
-        out.extend(loud)
+    if args.verbose:
+        out.extend(verbose_lines(hybrid, loud, "unrelated queries"))
 
     if args.tokenizers:
         out.append("  tokenizer comparison (recall@5 / MRR):")
@@ -242,14 +249,8 @@ def run_faq(args, out: list[str], summary: dict) -> None:
     if not unrelated:  # the manual set's unrelated questions are mostly FAQ topics: use none
         out.append("  (data/faq/queries.yaml has no queries without an answer)")
     out.extend(score_report("FAQ", hybrid, unrelated_top))
-    misses = [r for r in hybrid["rows"] if not r["rank"] or r["rank"] > 5]
-    if misses and args.verbose:
-        out.append("  hybrid misses:")
-        for r in misses:
-            out.append(f"    {r['q']}  expected {r['expected']}  got {[i for i, _ in r['results'][:3]]}")
-    if loud and args.verbose:
-        out.append("  queries without an answer scoring > 0.3:")
-        out.extend(loud)
+    if args.verbose:
+        out.extend(verbose_lines(hybrid, loud, "queries without an answer"))
     if args.tokenizers:
         import copy
 
