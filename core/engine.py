@@ -71,6 +71,25 @@ def _provider_failure(result_cls: type[StructuredResult], err: ProviderError, ra
                       method=method, provider_error=err.kind)
 
 
+def _complete_with_retry(client: Any, request: LLMRequest, retry: RetryPolicy,
+                         log_failure: Callable[[ProviderError, int, float], None],
+                         ) -> tuple[LLMResponse | None, ProviderError | None, int]:
+    """Call ``client``, retrying transient errors with backoff. Returns (response, error, calls made);
+    ``log_failure(error, retry_no, latency_ms)`` is told of every failed call."""
+    for retry_no in range(retry.max_retries + 1):
+        started = time.perf_counter()
+        try:
+            return client.complete(request), None, retry_no + 1
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a typed error
+            err = classify_exception(exc)
+            log_failure(err, retry_no, (time.perf_counter() - started) * 1000)
+            if err.transient and retry_no < retry.max_retries:
+                retry.sleep(retry.delay(retry_no))
+                continue
+            return None, err, retry_no + 1
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def structured_call(
     client: Any,
     messages: Sequence[dict[str, Any]],
@@ -113,28 +132,20 @@ def structured_call(
             request = build_request(strategy, LLMRequest(**{**base.__dict__, "messages": convo}),
                                     name=name, wire_schema=wire, full_schema=schema)
             kind = "repair" if repair_no else "call"
-            response: LLMResponse | None = None
-            for retry_no in range(retry.max_retries + 1):
-                attempts += 1
-                started = time.perf_counter()
-                try:
-                    response = client.complete(request)
-                    break
-                except Exception as exc:  # noqa: BLE001 - every failure becomes a typed result
-                    err = classify_exception(exc)
-                    append(log, make_record(
-                        tags=tags, provider=provider, model=getattr(client, "model", ""), strategy=strategy,
-                        attempt=attempts, kind="retry" if retry_no else kind, request=request, raw=None,
-                        outcome=f"provider_error:{err.kind}", errors=[str(err)],
-                        latency_ms=(time.perf_counter() - started) * 1000))
-                    if err.transient and retry_no < retry.max_retries:
-                        retry.sleep(retry.delay(retry_no))
-                        continue
-                    if err.kind in UNSUPPORTED_KINDS:
-                        unsupported, strategy_rejected = err, True
-                        break
+            first_attempt = attempts + 1
+
+            def log_failure(err: ProviderError, retry_no: int, latency_ms: float) -> None:
+                append(log, make_record(
+                    tags=tags, provider=provider, model=getattr(client, "model", ""), strategy=strategy,
+                    attempt=first_attempt + retry_no, kind="retry" if retry_no else kind, request=request, raw=None,
+                    outcome=f"provider_error:{err.kind}", errors=[str(err)], latency_ms=latency_ms))
+
+            response, err, calls = _complete_with_retry(client, request, retry, log_failure)
+            attempts += calls
+            if err is not None:
+                if err.kind not in UNSUPPORTED_KINDS:
                     return _provider_failure(result_cls, err, last.raw if last else "", attempts, strategy)
-            if strategy_rejected:
+                unsupported, strategy_rejected = err, True
                 break
             assert response is not None
             raw = raw_output(strategy, response)
@@ -196,24 +207,19 @@ def text_call(
     provider = getattr(client, "name", type(client).__name__)
     request = LLMRequest(messages=[dict(m) for m in messages], task=task, temperature=temperature,
                          timeout=getattr(client, "timeout", 60.0), context=dict(context or {}))
-    for attempt in range(1, retry.max_retries + 2):
-        started = time.perf_counter()
-        try:
-            response = client.complete(request)
-        except Exception as exc:  # noqa: BLE001 - a failed call is a None result
-            err = classify_exception(exc)
-            append(log, make_record(tags=tags, provider=provider, model=getattr(client, "model", ""),
-                                    strategy="plain_text", attempt=attempt, kind="retry" if attempt > 1 else "call",
-                                    request=request, raw=None, outcome=f"provider_error:{err.kind}", errors=[str(err)],
-                                    latency_ms=(time.perf_counter() - started) * 1000))
-            if err.transient and attempt <= retry.max_retries:
-                retry.sleep(retry.delay(attempt - 1))
-                continue
-            return None
-        raw = response.content if response.content is not None else response.tool_arguments
-        append(log, make_record(tags=tags, provider=provider, model=response.model or getattr(client, "model", ""),
-                                strategy="plain_text", attempt=attempt, kind="retry" if attempt > 1 else "call",
-                                request=request, raw=raw, outcome="ok" if raw else "empty",
-                                latency_ms=response.latency_ms, usage=response.usage))
-        return raw or None
-    return None
+
+    def log_failure(err: ProviderError, retry_no: int, latency_ms: float) -> None:
+        append(log, make_record(tags=tags, provider=provider, model=getattr(client, "model", ""),
+                                strategy="plain_text", attempt=retry_no + 1, kind="retry" if retry_no else "call",
+                                request=request, raw=None, outcome=f"provider_error:{err.kind}", errors=[str(err)],
+                                latency_ms=latency_ms))
+
+    response, err, calls = _complete_with_retry(client, request, retry, log_failure)
+    if response is None:
+        return None
+    raw = response.content if response.content is not None else response.tool_arguments
+    append(log, make_record(tags=tags, provider=provider, model=response.model or getattr(client, "model", ""),
+                            strategy="plain_text", attempt=calls, kind="retry" if calls > 1 else "call",
+                            request=request, raw=raw, outcome="ok" if raw else "empty",
+                            latency_ms=response.latency_ms, usage=response.usage))
+    return raw or None
