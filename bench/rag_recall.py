@@ -110,6 +110,33 @@ def score_report(label: str, result: dict, unrelated_top: list[float]) -> list[s
 
 
 
+
+def evaluate_modes(search, queries: list[dict], out: list[str]) -> tuple[dict, dict]:
+    """recall@5 / MRR / latency of every mode, printed to ``out``; (summary per mode, hybrid result).
+    ``search(q, mode, n)`` returns ``[(id, score, label)]`` best first."""
+    summary, hybrid = {}, None
+    for mode in MODES:
+        res = evaluate(lambda q, m=mode: [(i, score) for i, score, _ in search(q, m, 10)], queries)
+        for row, q in zip(res["rows"], queries):
+            row["expected"] = q["expected"]
+        summary[mode] = {"recall@5": round(res["recall@5"], 3), "mrr": round(res["mrr"], 3)}
+        out.append(f"  {mode:6s} recall@5 {res['recall@5']:.3f}  MRR {res['mrr']:.3f}  "
+                   f"query latency {latency(res['latency_ms'])}")
+        if mode == "hybrid":
+            hybrid = res
+    return summary, hybrid
+
+
+def unrelated_scores(search, unrelated: list[dict]) -> tuple[list[float], list[str]]:
+    """Hybrid top-1 score of each unanswerable query, and a line for each scoring > 0.3."""
+    tops, loud = [], []
+    for q in unrelated:
+        hits = search(q, "hybrid", 5)
+        tops.append(hits[0][1] if hits else 0.0)
+        if hits and hits[0][1] > 0.3:
+            loud.append(f"    {hits[0][1]:.2f} {q['q']} -> {hits[0][0]} {hits[0][2]}")
+    return tops, loud
+
 def verbose_lines(hybrid: dict, loud: list[str], unrelated_label: str) -> list[str]:
     """The --verbose detail: hybrid misses at 5, then unanswerable queries that scored > 0.3."""
     lines = []
@@ -160,24 +187,11 @@ def run_manuals(args, out: list[str], summary: dict) -> None:
     def searcher(r, mode):
         return lambda q: [(c.section_id, c.score) for c in r.search(q["q"], q["vehicle_id"], 10, mode)]
 
-    summary["manuals"] = {}
-    hybrid = None
-    for mode in MODES:
-        res = evaluate(searcher(retriever, mode), queries)
-        for row, q in zip(res["rows"], queries):
-            row["expected"] = q["expected"]
-        summary["manuals"][mode] = {"recall@5": round(res["recall@5"], 3), "mrr": round(res["mrr"], 3)}
-        out.append(f"  {mode:6s} recall@5 {res['recall@5']:.3f}  MRR {res['mrr']:.3f}  "
-                   f"query latency {latency(res['latency_ms'])}")
-        if mode == "hybrid":
-            hybrid = res
-    unrelated_top = []
-    loud = []
-    for q in unrelated:
-        hits = retriever.search(q["q"], q["vehicle_id"], 5, "hybrid")
-        unrelated_top.append(hits[0].score if hits else 0.0)
-        if hits and hits[0].score > 0.3:
-            loud.append(f"    {hits[0].score:.2f} {q['q']} -> {hits[0].section_id} {hits[0].section}")
+    def manual_search(q, mode, n):
+        return [(c.section_id, c.score, c.section) for c in retriever.search(q["q"], q["vehicle_id"], n, mode)]
+
+    summary["manuals"], hybrid = evaluate_modes(manual_search, queries, out)
+    unrelated_top, loud = unrelated_scores(manual_search, unrelated)
     out.extend(score_report("manual", hybrid, unrelated_top))
     # what the scores would be with plain normalised RRF (fused / (2/(k+1))), for comparison
     from core.rag.hybrid import RRF_K
@@ -228,24 +242,11 @@ def run_faq(args, out: list[str], summary: dict) -> None:
     build_s = time.perf_counter() - started
     out.append(f"== FAQ: {len(articles)} articles, {len(queries)} queries with answers, "
                f"{len(unrelated)} without; build {build_s:.1f} s")
-    summary["faq"] = {}
-    hybrid = None
-    for mode in MODES:
-        res = evaluate(lambda q, m=mode: [(i, s) for i, s, _ in retriever.search(q["q"], 10, m)], queries)
-        for row, q in zip(res["rows"], queries):
-            row["expected"] = q["expected"]
-        summary["faq"][mode] = {"recall@5": round(res["recall@5"], 3), "mrr": round(res["mrr"], 3)}
-        out.append(f"  {mode:6s} recall@5 {res['recall@5']:.3f}  MRR {res['mrr']:.3f}  "
-                   f"query latency {latency(res['latency_ms'])}")
-        if mode == "hybrid":
-            hybrid = res
-    unrelated_top = []
-    loud = []
-    for q in unrelated:
-        hits = retriever.search(q["q"], 5, "hybrid")
-        unrelated_top.append(hits[0][1] if hits else 0.0)
-        if hits and hits[0][1] > 0.3:
-            loud.append(f"    {hits[0][1]:.2f} {q['q']} -> {hits[0][0]} {hits[0][2].get('title', '')}")
+    def faq_search(q, mode, n):
+        return [(i, score, meta.get("title", "")) for i, score, meta in retriever.search(q["q"], n, mode)]
+
+    summary["faq"], hybrid = evaluate_modes(faq_search, queries, out)
+    unrelated_top, loud = unrelated_scores(faq_search, unrelated)
     if not unrelated:  # the manual set's unrelated questions are mostly FAQ topics: use none
         out.append("  (data/faq/queries.yaml has no queries without an answer)")
     out.extend(score_report("FAQ", hybrid, unrelated_top))
