@@ -1,0 +1,78 @@
+"""Write-through of a page's chat list (the ``st.session_state`` working copy) to the store.
+
+Every flow keeps its chat as a list of dict entries; :func:`sync_chat` makes the stored turns match
+it: new entries are appended in order (before the page shows them), entries changed in place (a
+user turn marked failed) are updated, entries the list no longer holds (cut by a rewind, replaced by
+a resend) are marked superseded, so analytics still see them while a resume shows the chat as it
+was. ``columns`` maps one entry to the analytic columns of its flow.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any, Callable, Mapping, MutableSequence
+
+from core.store.store import UNSTORED_ENTRY_KEYS, Store
+
+Columns = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def _stored_hash(entry: Mapping[str, Any]) -> str:
+    stored = {k: v for k, v in entry.items() if k not in UNSTORED_ENTRY_KEYS}
+    return hashlib.sha256(json.dumps(stored, ensure_ascii=False, default=str, sort_keys=True).encode()).hexdigest()
+
+
+def knowledge_columns(entry: Mapping[str, Any]) -> dict[str, Any]:
+    if entry.get("role") == "user":
+        return {"role": "user", "user_input": entry.get("user_text", entry.get("content")),
+                "attachments": entry.get("attachments") or [], "ok": not entry.get("failed")}
+    turn = entry.get("turn") or None
+    return {"role": "assistant", "turn_json": turn, "step": ((turn or {}).get("state") or {}).get("phase"),
+            "method": entry.get("method"), "attempts": entry.get("attempts"), "latency_ms": entry.get("latency_ms"),
+            "provider": entry.get("provider"), "model": entry.get("model"), "ok": not entry.get("failed"),
+            "error_type": entry.get("error_type"), "raw_output": entry.get("raw") if entry.get("failed") else None}
+
+
+def diagnosis_columns(entry: Mapping[str, Any]) -> dict[str, Any]:
+    if entry.get("role") == "user":
+        return {"role": "user", "user_input": entry.get("text")}
+    return {"role": "assistant", "step": entry.get("step"), "turn_json": entry.get("response"),
+            "provider": entry.get("provider"), "model": entry.get("model"), "ok": not entry.get("fallback"),
+            "error_type": "fallback" if entry.get("fallback") else None, "latency_ms": entry.get("latency_ms")}
+
+
+def faq_columns(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {"role": "exchange", "user_input": entry.get("user"), "step": entry.get("outcome"),
+            "turn_json": {"message": entry.get("message"), "citations": entry.get("citations"),
+                          "outcome": entry.get("outcome")},
+            "provider": entry.get("provider"), "model": entry.get("model"), "latency_ms": entry.get("latency_ms"),
+            "ok": entry.get("outcome") != "fallback", "error_type": "fallback" if entry.get("outcome") == "fallback" else None}
+
+
+COLUMNS: dict[str, Columns] = {"knowledge": knowledge_columns, "diagnosis": diagnosis_columns, "faq": faq_columns}
+
+
+def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *, flow: str,
+              author: Any = None) -> int:
+    """Make the stored turns of ``conversation_id`` match ``chat``; returns how many rows were written."""
+    columns = COLUMNS[flow]
+    stored = store.entry_hashes(conversation_id)
+    present: set[str] = set()
+    written = 0
+    for entry in chat:
+        if not entry.get("id"):
+            entry["id"] = uuid.uuid4().hex[:12]
+        entry_id = str(entry["id"])
+        present.add(entry_id)
+        cols = columns(entry)
+        role = cols.pop("role")
+        if entry_id not in stored:
+            store.append_turn(conversation_id, entry, role=role, author=author, **cols)
+            written += 1
+        elif stored[entry_id] != _stored_hash(entry):
+            store.update_turn_entry(conversation_id, entry, **cols)
+            written += 1
+    gone = [entry_id for entry_id in stored if entry_id not in present]
+    store.supersede_turns(conversation_id, gone)
+    return written + len(gone)

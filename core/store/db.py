@@ -1,0 +1,92 @@
+"""Opening the store's database: one SQLAlchemy engine URL for SQLite and PostgreSQL.
+
+``KAIWA_DB_URL`` picks the database (``postgresql+psycopg://user:pw@host/db`` for several replicas);
+unset, it is an SQLite file ``var/kaiwa.db`` created on first use. SQLite is opened in WAL mode with a
+busy timeout, and write transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue on
+the lock instead of failing with "database is locked" half way. Migrations (Alembic, ``migrations/``)
+are applied on open, under an advisory lock on PostgreSQL so replicas starting together do not race.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+
+from core.paths import ROOT
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+_MIGRATION_LOCK_KEY = 0x4B41_4957  # "KAIW": pg_advisory_lock key for migrations
+_lock = threading.Lock()
+
+
+def default_url(environ: dict[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    url = (env.get("KAIWA_DB_URL") or "").strip()
+    if url:
+        return url
+    return f"sqlite:///{ROOT / 'var' / 'kaiwa.db'}"
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # noqa: ANN001
+        dbapi_connection.isolation_level = None  # let "begin" below emit BEGIN itself
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # noqa: ANN001
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("kaiwa_write") else "BEGIN")
+
+
+def create_store_engine(url: str) -> Engine:
+    """An engine for ``url`` with the SQLite pragmas set; the SQLite file's folder is created."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _sqlite_setup(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+def migrate(engine: Engine) -> None:
+    """``alembic upgrade head`` from code, on one connection (advisory-locked on PostgreSQL)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with _lock, engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+            conn.commit()
+        try:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+            conn.commit()
+        finally:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+                conn.commit()
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password hidden (for the UI and logs)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - unparsable: show nothing of it
+        return "（URL を表示できません）"

@@ -1,0 +1,75 @@
+"""The diagnosis flow's ``SessionStore`` (seed 000 ``SessionState`` with rewind snapshots) in the store.
+
+A diagnosis session is a conversation of flow ``diagnosis``: its id is the session id and its
+``state["session"]`` the pydantic dump. The TTL of the in-memory store becomes an expiry rule: a
+session not updated for ``ttl_seconds`` is marked ``expired`` and reads as unknown. When a session
+reaches DONE with a confirmed booking, the booking is written to the bookings table (once).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable
+
+from core.diagnosis.models import ChatStep, SessionState
+from core.store.store import Store
+
+DEFAULT_TTL_SECONDS = 24 * 60 * 60
+
+
+class StoredSessionStore:
+    """``core.diagnosis.session_store.SessionStore`` backed by :class:`Store`."""
+
+    def __init__(self, store: Store, *, owner: Any = None, ttl_seconds: float = DEFAULT_TTL_SECONDS,
+                 clock: Callable[[], float] = time.time, max_diagnostic_turns: int = 8):
+        self.store = store
+        self.owner = owner
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self.max_diagnostic_turns = max_diagnostic_turns
+
+    def create(self) -> SessionState:
+        now = self.clock()
+        session = SessionState(session_id=uuid.uuid4().hex[:16], created_at=now, updated_at=now,
+                               max_diagnostic_turns=self.max_diagnostic_turns)
+        self.store.create_conversation("diagnosis", self.owner, conversation_id=session.session_id,
+                                       title="車両問診", state={"session": session.model_dump(mode="json")})
+        return session
+
+    def get(self, session_id: str | None) -> SessionState | None:
+        conversation = self.store.get_conversation(session_id)
+        if conversation is None or conversation["flow"] != "diagnosis" or conversation["status"] == "expired":
+            return None
+        dump = (conversation.get("state") or {}).get("session")
+        if not dump:
+            return None
+        session = SessionState.model_validate(dump)
+        if self.clock() - session.updated_at > self.ttl_seconds:
+            self.store.update_conversation(session.session_id, status="expired")
+            return None
+        return session
+
+    def update(self, session: SessionState) -> None:
+        session.updated_at = self.clock()
+        title = None
+        if session.symptom_text:
+            title = f"{session.make or ''} {session.model or ''}: {session.symptom_text}".strip()[:80]
+        status = "done" if session.current_step == ChatStep.DONE else "active"
+        self.store.update_conversation(session.session_id, merge_state={"session": session.model_dump(mode="json")},
+                                       title=title, status=status)
+        if session.current_step == ChatStep.DONE and session.booking_type and session.booking_data:
+            self.store.create_booking(
+                session.session_id, booking_type=session.booking_type, contact=session.booking_data,
+                vehicle_id=session.vehicle_id, vehicle_label=" ".join(str(p) for p in (session.make, session.model,
+                                                                                        session.year) if p),
+                urgency=session.urgency_level, can_drive=session.can_drive, symptom=session.symptom_text,
+                actor=self.owner)
+
+    def delete(self, session_id: str) -> None:
+        self.store.update_conversation(session_id, status="expired")
+
+    def booking_number(self, session_id: str) -> str | None:
+        rows = self.store.list_bookings(conversation_id=session_id, limit=1)
+        return rows[0]["number"] if rows else None
+
+

@@ -1,0 +1,143 @@
+"""The store's tables, declared once (SQLAlchemy Core). Migrations in ``migrations/`` create them.
+
+Every row that a person causes carries who did it (``*_by`` = ``Identity.user_id``, ``*_by_label``
+for display) and when (UTC ISO-8601 text, which sorts and compares the same on SQLite and
+PostgreSQL). JSON payloads are stored as text (``JSONText``) so both engines hold them alike.
+"""
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+conversations = Table(
+    "conversations", metadata,
+    Column("id", String(40), primary_key=True),
+    Column("flow", String(16), nullable=False),            # knowledge / diagnosis / faq
+    Column("title", Text, nullable=False, default=""),
+    Column("status", String(16), nullable=False, default="active"),  # active / done / expired
+    Column("owner", String(200), nullable=False, default=""),
+    Column("owner_label", String(200), nullable=False, default=""),
+    Column("created_at", String(32), nullable=False),
+    Column("updated_at", String(32), nullable=False),
+    Column("state", Text, nullable=True),                  # the flow's resumable state (JSON)
+    Column("state_version", Integer, nullable=False, default=0),  # bumped on every state write
+)
+Index("ix_conversations_flow_updated", conversations.c.flow, conversations.c.updated_at)
+
+turns = Table(
+    "turns", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(40), ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),                # 1, 2, … within the conversation
+    Column("entry_id", String(40), nullable=False),        # the chat entry's own id (stable across edits)
+    Column("superseded", Boolean, nullable=False, default=False),  # cut by a rewind / replaced by a resend
+    Column("role", String(16), nullable=False),            # user / assistant
+    Column("created_at", String(32), nullable=False),
+    Column("user_input", Text, nullable=True),
+    Column("attachments", Text, nullable=True),            # JSON: [{name, size, pages, sha256}]
+    Column("turn_json", Text, nullable=True),              # the validated turn, whole
+    Column("step", String(40), nullable=True),             # diagnosis step / knowledge phase / FAQ outcome
+    Column("provider", String(40), nullable=True),
+    Column("model", String(200), nullable=True),
+    Column("method", String(40), nullable=True),
+    Column("attempts", Integer, nullable=True),
+    Column("latency_ms", Float, nullable=True),
+    Column("ok", Boolean, nullable=False, default=True),
+    Column("error_type", String(60), nullable=True),
+    Column("raw_output", Text, nullable=True),
+    Column("entry", Text, nullable=False),                 # the page's chat entry (JSON) for exact resume
+    Column("author", String(200), nullable=False, default=""),
+)
+Index("ux_turns_conversation_seq", turns.c.conversation_id, turns.c.seq, unique=True)
+
+knowledge_entries = Table(
+    "knowledge_entries", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(40), ForeignKey("conversations.id", ondelete="SET NULL"), nullable=True),
+    Column("slot", Integer, nullable=False, default=0),   # position in the turn's knowledge list
+    Column("status", String(16), nullable=False, default="draft"),  # draft / confirmed / archived
+    Column("knowledge_title", Text, nullable=False, default=""),
+    Column("contract_type", Text, nullable=False, default=""),
+    Column("target_clause", Text, nullable=False, default=""),
+    Column("review_points", Text, nullable=False, default=""),
+    Column("action_plan", Text, nullable=False, default=""),
+    Column("clause_sample", Text, nullable=False, default=""),
+    Column("version", Integer, nullable=False, default=1),
+    Column("created_by", String(200), nullable=False, default=""),
+    Column("created_by_label", String(200), nullable=False, default=""),
+    Column("created_at", String(32), nullable=False),
+    Column("updated_by", String(200), nullable=False, default=""),
+    Column("updated_by_label", String(200), nullable=False, default=""),
+    Column("updated_at", String(32), nullable=False),
+    Column("confirmed_by", String(200), nullable=True),
+    Column("confirmed_at", String(32), nullable=True),
+)
+Index("ix_entries_status", knowledge_entries.c.status, knowledge_entries.c.updated_at)
+
+entry_history = Table(
+    "entry_history", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("entry_id", Integer, ForeignKey("knowledge_entries.id", ondelete="CASCADE"), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("action", String(20), nullable=False),          # drafted / model_update / edit / confirm / archive / restore
+    Column("data", Text, nullable=False),                  # JSON of the six fields after the change
+    Column("status", String(16), nullable=False),
+    Column("changed_by", String(200), nullable=False, default=""),
+    Column("changed_by_label", String(200), nullable=False, default=""),
+    Column("changed_at", String(32), nullable=False),
+)
+Index("ix_entry_history_entry", entry_history.c.entry_id, entry_history.c.version)
+
+bookings = Table(
+    "bookings", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("number", String(32), nullable=False, unique=True),
+    Column("conversation_id", String(40), ForeignKey("conversations.id", ondelete="SET NULL"), nullable=True),
+    Column("vehicle_id", String(80), nullable=True),
+    Column("vehicle_label", Text, nullable=False, default=""),
+    Column("urgency", String(16), nullable=True),
+    Column("can_drive", Boolean, nullable=True),
+    Column("booking_type", String(16), nullable=False),    # visit / dispatch
+    Column("contact", Text, nullable=False),               # JSON of the form fields
+    Column("symptom", Text, nullable=False, default=""),
+    Column("status", String(16), nullable=False, default="requested"),  # requested / confirmed / cancelled
+    Column("created_by", String(200), nullable=False, default=""),
+    Column("created_by_label", String(200), nullable=False, default=""),
+    Column("created_at", String(32), nullable=False),
+    Column("updated_by", String(200), nullable=False, default=""),
+    Column("updated_at", String(32), nullable=False),
+)
+Index("ix_bookings_status", bookings.c.status, bookings.c.created_at)
+
+debug_records = Table(
+    "debug_records", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(80), nullable=True),  # may name a conversation not (yet) stored
+    Column("created_at", String(32), nullable=False),
+    Column("owner", String(200), nullable=False, default=""),
+    Column("flow", String(16), nullable=True),
+    Column("step", String(60), nullable=True),
+    Column("provider", String(40), nullable=True),
+    Column("model", String(200), nullable=True),
+    Column("strategy", String(40), nullable=True),
+    Column("outcome", String(80), nullable=True),
+    Column("record", Text, nullable=False),                # the masked record (JSON)
+)
+Index("ix_debug_records_conv", debug_records.c.conversation_id, debug_records.c.id)
+Index("ix_debug_records_time", debug_records.c.created_at)
+
+audit_log = Table(
+    "audit_log", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", String(32), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("actor_label", String(200), nullable=False, default=""),
+    Column("actor_roles", String(100), nullable=False, default=""),   # comma separated, as held at the time
+    Column("verified", Boolean, nullable=False, default=False),
+    Column("action", String(60), nullable=False),          # e.g. entry.confirm, booking.cancel, debug.clear
+    Column("target_type", String(40), nullable=False),
+    Column("target_id", String(80), nullable=False),
+    Column("detail", Text, nullable=True),
+)
+Index("ix_audit_target", audit_log.c.target_type, audit_log.c.target_id)

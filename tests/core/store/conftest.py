@@ -1,0 +1,53 @@
+"""The store's one conformance suite runs against every backend: a fresh SQLite file per test, and a
+fresh database per test in the PostgreSQL cluster named by ``KAIWA_TEST_PG_URL`` (``.ci/run`` starts a
+throwaway one with ``.ci/pg-start``). In CI a missing PostgreSQL is a failure, not a skip."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from core.identity import ADMIN, OPERATOR, Identity
+from core.store.store import Store
+
+PG_URL = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
+
+
+def _pg_database_url() -> str:
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)")
+        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see README, 'PostgreSQL')")
+    name = f"kaiwa_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kaiwa.db'}"
+    return _pg_database_url()
+
+
+@pytest.fixture
+def store(store_url):
+    s = Store(store_url)
+    yield s
+    s.engine.dispose()
+
+
+@pytest.fixture
+def operator() -> Identity:
+    return Identity(name="山田", email="yamada@example.jp", source="proxy", roles=frozenset({OPERATOR}))
+
+
+@pytest.fixture
+def admin() -> Identity:
+    return Identity(name="管理者", email="admin@example.jp", source="proxy", roles=frozenset({OPERATOR, ADMIN}))
