@@ -1,0 +1,67 @@
+"""The stored diagnosis conversation: resume after a restart, booking written once, expiry notice."""
+from __future__ import annotations
+
+from diagnosis_fakes import MIRAI, KeywordManualRetriever
+
+from core.diagnosis.conversation import DiagnosisConversations
+from core.diagnosis.models import ChatRequest
+from core.llm.offline import OfflineClient
+from core.store.store import Store
+
+
+def _convs(url: str, **kw) -> DiagnosisConversations:
+    return DiagnosisConversations(Store(url), client=OfflineClient(), retriever=KeywordManualRetriever(), owner="op", **kw)
+
+
+def _to_booking(convs: DiagnosisConversations) -> tuple[list, str]:
+    transcript: list = []
+    r = convs.start(transcript)
+    sid = r.session_id
+    for req in (dict(action="select_vehicle", action_value=MIRAI), dict(action="confirm_photo", action_value="yes"),
+                dict(message="ブレーキペダルが床まで沈む"), dict(action="reserve", action_value="dispatch"),
+                dict(action="submit_booking", action_value={"name": "山田 太郎", "phone": "090-1234-5678",
+                                                            "address": "東京都テスト区1-2-3"})):
+        r = convs.send(transcript, ChatRequest(session_id=sid, **req), prompt=r.prompt)
+    return transcript, sid
+
+
+def test_a_new_process_resumes_the_transcript_and_prompt_exactly(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    transcript, sid = _to_booking(_convs(url))
+    resumed = _convs(url).resume(sid)  # as after a server restart: nothing shared but the database
+    assert resumed is not None
+    assert resumed.transcript == transcript
+    assert resumed.response.current_step == "booking_confirm"
+    assert resumed.response.prompt.type == "booking_confirm"
+
+
+def test_confirming_writes_one_booking_visible_to_staff(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    convs = _convs(url)
+    transcript, sid = _to_booking(convs)
+    prompt = convs.resume(sid).response.prompt
+    r = convs.send(transcript, ChatRequest(session_id=sid, action="booking", action_value="confirm"), prompt=prompt)
+    assert r.current_step == "done"
+    [booking] = Store(url).list_bookings()
+    assert booking["conversation_id"] == sid and booking["booking_type"] == "dispatch"
+    assert booking["urgency"] == "critical" and booking["contact"]["name"] == "山田 太郎"
+    assert booking["status"] == "requested" and booking["created_by"] == "op"
+
+
+def test_handle_unknown_session_starts_a_new_one_with_the_notice(tmp_path):
+    convs = _convs(f"sqlite:///{tmp_path / 'k.db'}")
+    r = convs.handle(ChatRequest(session_id="does-not-exist", message="こんにちは"))
+    assert r.session_id != "does-not-exist" and r.current_step == "vehicle_id" and "有効期限" in (r.notice or "")
+    again = convs.handle(ChatRequest(session_id=r.session_id, action="select_vehicle", action_value=MIRAI))
+    assert again.session_id == r.session_id and again.current_step == "photo_confirm"
+    assert len(convs.resume(r.session_id).transcript) == 3
+
+
+def test_rewind_cut_is_kept_out_of_the_resumed_transcript(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    convs = _convs(url)
+    transcript, sid = _to_booking(convs)
+    point = convs.service.rewind_points(sid)[0]
+    convs.send(transcript, ChatRequest(session_id=sid, rewind_to_turn=point))
+    assert _convs(url).resume(sid).transcript == transcript
+    assert len(Store(url).list_turns(sid, include_superseded=True)) > len(transcript)
