@@ -6,6 +6,11 @@ found by both retrievers, also after a restart. :func:`get_manual_retriever` is 
 instance: on first use it (re)indexes ``data/manuals/*.json`` when the collection is empty or a
 manual changed (a content hash per vehicle is kept in the collection metadata); later calls and
 later processes reuse the persisted collection and only rebuild BM25 (well under a second).
+
+When another process writes to, drops or rebuilds the collection, the store notices or re-opens
+it (see :mod:`core.rag.store`) and the retriever reloads its in-memory copy before answering;
+while no collection exists, searches raise :class:`~core.rag.store.IndexUnavailable` (a Japanese
+notice).
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -75,6 +80,7 @@ class ManualRetriever:
         self._position: dict[str, int] = {}
         self._vehicle_of: np.ndarray = np.array([], dtype=object)
         self._bm25 = BM25Index(self.tokenizer)
+        self._generation = -1  # the store generation the in-memory copy was read from
         self.reload()
 
     # --- index maintenance -------------------------------------------------------------------
@@ -82,12 +88,23 @@ class ManualRetriever:
         """Re-read all chunks from the store and rebuild BM25."""
         with self._lock:
             chunks = self.store.all_chunks()
+            generation = getattr(self.store, "generation", 0)
             bm25 = BM25Index(self.tokenizer)
             bm25.build([c.search_text() for c in chunks])
             self._chunks = chunks
             self._position = {c.chunk_id: i for i, c in enumerate(chunks)}
             self._vehicle_of = np.array([c.vehicle_id for c in chunks], dtype=object)
             self._bm25 = bm25
+            self._generation = generation
+
+    def ensure_current(self) -> None:
+        """Reload when the collection changed since the last read (another process or replica
+        wrote to it or rebuilt it); :class:`~core.rag.store.IndexUnavailable` while it is gone."""
+        refresh = getattr(self.store, "refresh", None)
+        if refresh is not None:
+            refresh()
+        if getattr(self.store, "generation", 0) != self._generation:
+            self.reload()
 
     def _replace(self, where: dict, chunks: list[Chunk]) -> None:
         vectors = self.embedder.passages([c.embed_text() for c in chunks]) if chunks else None
@@ -104,10 +121,13 @@ class ManualRetriever:
         self._replace({"$and": [{"vehicle_id": vehicle_id}, {"source": "manual"}]}, chunks)
         return len(chunks)
 
-    def index_pdf(self, vehicle_id: str, name: str, data: bytes, password: str | None = None) -> IngestReport:
+    def index_pdf(self, vehicle_id: str, name: str, data: bytes, password: str | None = None, *,
+                  attribution: Mapping[str, str] | None = None) -> IngestReport:
         """Extract an uploaded document in memory and index it for ``vehicle_id``; re-uploading
-        the same file name replaces its chunks. Errors come back on the report, not raised."""
-        report = IngestReport(vehicle_id=vehicle_id, name=name)
+        the same file name replaces its chunks. Errors come back on the report, not raised.
+        ``attribution`` (``records.ATTRIBUTION_KEYS``) is stored on every chunk. No permission
+        check here: callers acting for a user go through :mod:`core.rag.manual_admin`."""
+        report = IngestReport(vehicle_id=vehicle_id, name=name, attribution=dict(attribution or {}))
         pages, doc = _pdf_pages(name, data, password)
         report.pages = getattr(doc, "pages", None)
         report.warnings = list(getattr(doc, "warnings", []) or [])
@@ -115,6 +135,8 @@ class ManualRetriever:
             report.error = doc.error
             return report
         chunks = document_chunks(vehicle_id, name, pages)
+        for chunk in chunks:
+            chunk.attribution = dict(report.attribution)
         if not chunks:
             report.error = "文書から検索できるテキストが見つかりませんでした。"
             return report
@@ -124,6 +146,14 @@ class ManualRetriever:
 
     def remove_vehicle(self, vehicle_id: str) -> None:
         self._replace({"vehicle_id": vehicle_id}, [])
+
+    def remove_source(self, vehicle_id: str, source: str) -> int:
+        """Delete the chunks of one source (``"pdf:<name>"``) of a vehicle; returns how many."""
+        self.ensure_current()
+        with self._lock:
+            n = sum(1 for c in self._chunks if c.vehicle_id == vehicle_id and c.source == source)
+        self._replace({"$and": [{"vehicle_id": vehicle_id}, {"source": source}]}, [])
+        return n
 
     def sync_manuals(self, manuals_dir: Path | None = None, force: bool = False) -> dict[str, int]:
         """Index every ``<vehicle_id>.json`` whose content hash differs from the stored one (or all
@@ -170,8 +200,17 @@ class ManualRetriever:
             raise ValueError(f"unknown mode {mode!r} (expected hybrid, bm25 or dense)")
         if not query or not query.strip() or n_results <= 0:
             return []
+        hits = self._search(query, vehicle_id, n_results, mode)
+        if hits is None:  # the collection was re-opened during the query: answer from the new one
+            hits = self._search(query, vehicle_id, n_results, mode)
+        return hits or []
+
+    def _search(self, query: str, vehicle_id: str | None, n_results: int, mode: str) -> list[RetrievedChunk] | None:
+        """One search over the current in-memory copy; None when it turned out to be stale."""
+        self.ensure_current()
         with self._lock:
             chunks, bm25, vehicle_of = self._chunks, self._bm25, self._vehicle_of
+            position, generation = self._position, self._generation
         if not chunks:
             return []
         subset = np.flatnonzero(vehicle_of == vehicle_id) if vehicle_id else np.arange(len(chunks))
@@ -187,8 +226,11 @@ class ManualRetriever:
             local = {int(g): i for i, g in enumerate(subset)}
             vector = self.embedder.query_vector(query)
             where = {"vehicle_id": vehicle_id} if vehicle_id else None
-            for chunk_id, cos in self.store.query(vector, min(CANDIDATE_K, int(subset.size)), where):
-                g = self._position.get(chunk_id)
+            nearest = self.store.query(vector, min(CANDIDATE_K, int(subset.size)), where)
+            if getattr(self.store, "generation", 0) != generation:
+                return None
+            for chunk_id, cos in nearest:
+                g = position.get(chunk_id)
                 if g is not None and g in local:
                     cosines[local[g]] = cos
             if coverage is None:

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 # and about 5x faster to embed (e5 cost grows faster than linearly with length). BM25 still
 # sees the whole text. Chunks without keywords (uploaded PDFs) embed heading + whole text.
 DENSE_BODY_CHARS = 150
+# Who added an uploaded document, kept in the metadata of each of its chunks (so every replica
+# sharing the index sees it): uploader's user_id and display label, UTC ISO time, file sha256.
+ATTRIBUTION_KEYS = ("uploaded_by", "uploaded_by_label", "uploaded_at", "sha256")
 
 
 @dataclass
@@ -30,13 +33,15 @@ class Chunk:
     keywords: str = ""  # joined with "、" (Chroma metadata must be scalar)
     source: str = "manual"  # "manual" or "pdf:<file name>"
     part: int = 0
+    attribution: dict[str, str] = field(default_factory=dict)  # ATTRIBUTION_KEYS of an upload
 
     @property
     def metadata(self) -> dict[str, str | int | bool]:
         return {"vehicle_id": self.vehicle_id, "section_id": self.section_id, "section": self.section,
                 "chapter": self.chapter, "page": int(self.page), "content_type": self.content_type,
                 "has_warning": bool(self.has_warning), "keywords": self.keywords, "source": self.source,
-                "part": int(self.part)}
+                "part": int(self.part),
+                **{k: str(v) for k, v in self.attribution.items() if k in ATTRIBUTION_KEYS and v is not None}}
 
     @classmethod
     def from_store(cls, chunk_id: str, text: str, meta: dict) -> "Chunk":
@@ -46,7 +51,8 @@ class Chunk:
                    content_type=str(meta.get("content_type", "general")),
                    has_warning=bool(meta.get("has_warning", False)), text=text or "",
                    keywords=str(meta.get("keywords", "")), source=str(meta.get("source", "manual")),
-                   part=int(meta.get("part", 0) or 0))
+                   part=int(meta.get("part", 0) or 0),
+                   attribution={k: str(meta[k]) for k in ATTRIBUTION_KEYS if meta.get(k) is not None})
 
     def heading(self) -> str:
         return " / ".join(p for p in (self.chapter, self.section) if p)
@@ -95,6 +101,7 @@ class IngestReport:
     pages: int | None = None
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+    attribution: dict[str, str] = field(default_factory=dict)  # see ATTRIBUTION_KEYS
 
     @property
     def ok(self) -> bool:

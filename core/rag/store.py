@@ -7,18 +7,32 @@ telemetry is always off. The collection name carries the embedder key
 are computed by the caller and passed explicitly (documents with ``embeddings=``, queries with
 ``query_embeddings=``); the embedder is still attached to the collection so Chroma never falls
 back to its default (downloading) embedding function.
+
+Another process may change the collection under a running one: add or delete chunks (every
+write bumps a revision id in the collection metadata) or drop and rebuild it (``python -m
+core.rag.ingest --reset``). :meth:`ChromaStore.refresh` notices both (one cheap lookup by name),
+and every call that finds its collection gone re-opens it by name once; ``generation`` counts
+these re-opens so the retriever knows to reload its in-memory copy. When there is no collection
+of that name (a rebuild in progress) reads raise :class:`IndexUnavailable`, whose message is a
+Japanese notice for the UI, and writes create it afresh.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from core.paths import ROOT
 from core.rag.records import Chunk
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHROMA_PATH_ENV = "KAIWA_CHROMA_PATH"
 CHROMA_HOST_ENV = "CHROMA_HOST"
@@ -26,6 +40,29 @@ CHROMA_PORT_ENV = "CHROMA_PORT"
 DEFAULT_CHROMA_PATH = ROOT / "var" / "chroma"
 DEFAULT_COLLECTION = "kaiwa_manuals"
 _ADD_BATCH = 500
+REVISION_KEY = "kaiwa_revision"  # collection metadata: changes on every write
+INDEX_UNAVAILABLE_MESSAGE = ("マニュアルの検索インデックスが別の処理で再構築されているため、いまは参照できません。"
+                             "しばらくしてからもう一度お試しください。")
+
+
+class IndexUnavailable(RuntimeError):
+    """The collection is gone (being rebuilt by another process); ``str()`` is a Japanese notice."""
+
+    def __init__(self, message: str = INDEX_UNAVAILABLE_MESSAGE):
+        super().__init__(message)
+
+
+def collection_missing(exc: BaseException) -> bool:
+    """Whether ``exc`` says the collection does not exist (deleted or recreated elsewhere)."""
+    try:
+        from chromadb.errors import NotFoundError
+
+        if isinstance(exc, NotFoundError):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    text = str(exc)[:500]
+    return "does not exist" in text and "ollection" in text
 
 
 def chroma_settings():
@@ -72,10 +109,64 @@ class ChromaStore:
 
         # Attach real Chroma embedding functions (the collection then records which one made it);
         # anything else (a test double) gets None, never Chroma's downloading default.
-        chroma_ef = embedder if isinstance(embedder, EmbeddingFunction) else None
-        self.collection = self.client.get_or_create_collection(
-            name=self.name, embedding_function=chroma_ef,
-            configuration={"hnsw": {"space": "cosine"}})
+        self._chroma_ef = embedder if isinstance(embedder, EmbeddingFunction) else None
+        self._open_lock = threading.Lock()
+        self.generation = 0  # bumped by every re-open (see module docstring)
+        self.collection = self._open(create=True)
+
+    def _open(self, create: bool) -> Any:
+        if create:
+            return self.client.get_or_create_collection(
+                name=self.name, embedding_function=self._chroma_ef, configuration={"hnsw": {"space": "cosine"}})
+        return self.client.get_collection(name=self.name, embedding_function=self._chroma_ef)
+
+    def reopen(self, create: bool = False) -> None:
+        """Fetch the collection by name again; :class:`IndexUnavailable` when it does not exist
+        (and ``create`` is false)."""
+        with self._open_lock:
+            try:
+                collection = self._open(create)
+            except Exception as exc:
+                if collection_missing(exc):
+                    raise IndexUnavailable() from exc
+                raise
+            self.collection = collection
+            self.generation += 1
+        log.info("collection %s re-opened (changed by another process)", self.name)
+
+    def refresh(self) -> bool:
+        """Look the collection up by name; when it was recreated or written to by someone else
+        since we last looked, switch to the fresh handle and bump ``generation``. Returns whether
+        it changed; :class:`IndexUnavailable` when it does not exist."""
+        try:
+            fresh = self._open(create=False)
+        except Exception as exc:
+            if collection_missing(exc):
+                raise IndexUnavailable() from exc
+            raise
+        mine = self.collection
+        if fresh.id == mine.id and (fresh.metadata or {}).get(REVISION_KEY) == (mine.metadata or {}).get(REVISION_KEY):
+            return False
+        with self._open_lock:
+            self.collection = fresh
+            self.generation += 1
+        return True
+
+    def _run(self, op: Callable[[], T], *, create: bool = False) -> T:
+        """``op()`` (which must read ``self.collection`` when called); when the collection turns out
+        to be gone, re-open it once and try again."""
+        try:
+            return op()
+        except Exception as exc:
+            if not collection_missing(exc):
+                raise
+        self.reopen(create=create)
+        try:
+            return op()
+        except Exception as exc:
+            if collection_missing(exc):
+                raise IndexUnavailable() from exc
+            raise
 
     # --- metadata (content hash etc.) -------------------------------------------------------
     def get_meta(self, key: str) -> Any:
@@ -83,29 +174,43 @@ class ChromaStore:
 
     def set_meta(self, drop: tuple[str, ...] = (), **values: Any) -> None:
         """Merge ``values`` into the collection metadata, removing the keys in ``drop``."""
-        meta = {k: v for k, v in (self.collection.metadata or {}).items()
-                if not k.startswith("hnsw:") and k not in drop}
-        meta.update({k: v for k, v in values.items() if v is not None})
-        if meta:
-            self.collection.modify(metadata=meta)
+        def modify() -> None:
+            meta = {k: v for k, v in (self.collection.metadata or {}).items()
+                    if not k.startswith("hnsw:") and k not in drop}
+            meta.update({k: v for k, v in values.items() if v is not None})
+            if meta:
+                self.collection.modify(metadata=meta)
+
+        self._run(modify, create=True)
 
     # --- chunks ------------------------------------------------------------------------------
     def count(self) -> int:
-        return self.collection.count()
+        return self._run(lambda: self.collection.count())
+
+    def _bump_revision(self) -> None:
+        self.set_meta(**{REVISION_KEY: uuid.uuid4().hex})
 
     def add(self, chunks: list[Chunk], vectors: np.ndarray) -> None:
         for start in range(0, len(chunks), _ADD_BATCH):
             part = chunks[start:start + _ADD_BATCH]
-            self.collection.upsert(
+            self._run(lambda: self.collection.upsert(
                 ids=[c.chunk_id for c in part], documents=[c.text for c in part],
                 metadatas=[c.metadata for c in part],
-                embeddings=[np.asarray(v, dtype=np.float32) for v in vectors[start:start + _ADD_BATCH]])
+                embeddings=[np.asarray(v, dtype=np.float32) for v in vectors[start:start + _ADD_BATCH]]),
+                create=True)
+        self._bump_revision()
 
     def delete(self, where: dict) -> None:
-        self.collection.delete(where=where)
+        self._run(lambda: self.collection.delete(where=where), create=True)
+        self._bump_revision()
+
+    def metadatas(self) -> list[dict]:
+        """The metadata of every chunk (no documents), read fresh from the store."""
+        got = self._run(lambda: self.collection.get(include=["metadatas"]))
+        return [dict(m or {}) for m in got["metadatas"] or []]
 
     def all_chunks(self) -> list[Chunk]:
-        got = self.collection.get(include=["documents", "metadatas"])
+        got = self._run(lambda: self.collection.get(include=["documents", "metadatas"]))
         chunks = [Chunk.from_store(i, d, m or {}) for i, d, m in
                   zip(got["ids"], got["documents"] or [], got["metadatas"] or [])]
         chunks.sort(key=lambda c: c.chunk_id)
@@ -115,8 +220,9 @@ class ChromaStore:
         """(chunk_id, cosine similarity) of the nearest chunks, best first."""
         if n_results <= 0:
             return []
-        result = self.collection.query(query_embeddings=[np.asarray(vector, dtype=np.float32)],
-                                       n_results=n_results, where=where or None, include=["distances"])
+        result = self._run(lambda: self.collection.query(
+            query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=n_results, where=where or None,
+            include=["distances"]))
         ids = (result.get("ids") or [[]])[0]
         distances = (result.get("distances") or [[]])[0]
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
