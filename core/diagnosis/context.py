@@ -5,11 +5,16 @@ Handlers never reach for globals: tests build a ``DiagnosisContext`` with a ``Sc
 fake retriever (anything with ``search(query, vehicle_id=None, n_results=5, mode="hybrid")``).
 When ``retriever`` is not given, the process-wide ``core.rag.get_manual_retriever()`` is used on
 first need; if it cannot be built the flow goes on without manual excerpts.
+
+One context may serve many concurrent requests (a shared ``ChatService``): :meth:`for_request`
+gives each request its own shallow copy with its own client, log and RAG cache, while the
+retriever is still resolved once, on the shared context.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, MutableSequence
 
 from core.diagnosis.catalog import Vehicle, default_catalog
@@ -55,12 +60,26 @@ class DiagnosisContext:
     retriever_factory: Callable[[], Any] = _default_retriever_factory
     retry: RetryPolicy | None = None  # None = the engine's default backoff
     rag_cache: dict[tuple[str, str | None], list] = field(default_factory=dict)
+    _retriever_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def get_retriever(self) -> Any | None:
         if self.retriever is UNSET:
-            try:
-                self.retriever = self.retriever_factory()
-            except Exception as exc:  # noqa: BLE001 - the flow works without manual excerpts
-                logger.warning("manual retriever unavailable: %s", exc)
-                self.retriever = None
+            with self._retriever_lock:
+                if self.retriever is UNSET:
+                    try:
+                        self.retriever = self.retriever_factory()
+                    except Exception as exc:  # noqa: BLE001 - the flow works without manual excerpts
+                        logger.warning("manual retriever unavailable: %s", exc)
+                        self.retriever = None
         return self.retriever
+
+    def for_request(self, *, client: Any = None, log: Any = UNSET) -> "DiagnosisContext":
+        """A copy for one request: ``client`` / ``log`` replace this context's for that request
+        only, and it gets a fresh RAG cache; an unresolved retriever is resolved (once) here."""
+        retriever = self.retriever
+        factory = self.retriever_factory
+        if retriever is UNSET:  # resolve lazily, on the shared context
+            factory = self.get_retriever
+        return replace(self, client=client if client is not None else self.client,
+                       log=self.log if log is UNSET else log, rag_cache={}, retriever=retriever,
+                       retriever_factory=factory, _retriever_lock=threading.Lock())

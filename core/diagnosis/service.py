@@ -2,6 +2,10 @@
 
 A handler that raises (a bug, not a model failure: those are handled in the steps) leaves the
 stored session unchanged and returns the last prompt with the safe fallback message.
+
+One service may be shared by threads (the HTTP API): each request runs on its own copy of the
+context (``DiagnosisContext.for_request``), so one session's client, debug log and RAG cache are
+never another's.
 """
 from __future__ import annotations
 
@@ -50,24 +54,20 @@ class ChatService:
         return [int(s["turn"]) for s in session.state_snapshots] if session else []
 
     def process(self, request: ChatRequest, *, client: Any = None, log: Any = UNSET) -> ChatResponse:
-        """Handle one request. ``client`` / ``log`` replace the context's for this and later calls
-        (the page passes the active client and ``debug_sink()`` each time)."""
-        if client is not None:
-            self.ctx.client = client
-        if log is not UNSET:
-            self.ctx.log = log
-        self.ctx.rag_cache.clear()
+        """Handle one request. ``client`` / ``log`` replace the context's for this call only (the
+        page passes the active client and ``debug_sink()`` each time); safe to call from threads."""
+        ctx = self.ctx.for_request(client=client, log=log)
         session = self.store.get(request.session_id)
         if session is None:
             session = self.store.create()
             notice = EXPIRED_NOTICE if request.session_id else None
-            response = vehicle_prompt(session, self.ctx, notice=notice)
+            response = vehicle_prompt(session, ctx, notice=notice)
             self.store.update(session)
             if request.session_id or not (request.message or request.action):
                 return response
         backup = session.model_copy(deep=True)
         try:
-            response = process_step(session, request, self.ctx)
+            response = process_step(session, request, ctx)
         except Exception:  # noqa: BLE001 - keep the stored session consistent
             logger.exception("diagnosis step %s failed", session.current_step.value)
             session = backup
