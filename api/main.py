@@ -1,0 +1,312 @@
+"""The seed's HTTP API (seed 000 §1, §8): ``POST /api/chat``, ``GET /api/sessions/{id}``, ``GET /healthz``.
+
+Run: ``uvicorn api.main:app --port 8000``. Every request goes through the same path as the console's
+車両問診 page: ``core.diagnosis.conversation.DiagnosisConversations.handle`` over the shared store
+(``KAIWA_DB_URL``), so an operator sees an API customer's session live in the console and a session
+started on one replica continues on another.
+
+Process-wide and built once, lazily under a lock: the settings, the model client (as the console
+builds it: ``ProviderRegistry(load_settings()).get_active()``, offline without a key) and the store
+(``core.store.get_store()``); the manual retriever is the default process-wide one. The
+``DiagnosisConversations`` wrapper itself is made per request: it is a few plain objects, and the
+``ChatService`` inside it keeps the caller (owner) and the debug sink of the call it is serving, so
+one shared instance would mix up concurrent callers.
+
+Errors never show a traceback: an invalid body is a 422 with a Japanese message and the fields at
+fault, a body over :data:`MAX_BODY_BYTES` a 413, an unknown or expired session id a new session with
+the expired notice (the flow's own rule), a model failure the flow's fallback message (200, with
+``fallback: true``), and anything else a 503 with the seed's fallback message (logged server side).
+
+Every dependency (``get_store``, ``get_client``, ``get_retriever``, ``get_settings``, ``get_owner``)
+can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Annotated, Any, Callable, Generic, TypeVar
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, StringConstraints
+from sqlalchemy import text
+
+from core.config import Settings, load_settings
+from core.diagnosis.context import UNSET
+from core.diagnosis.conversation import DiagnosisConversations
+from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
+from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
+from core.identity import Identity, load_auth_settings, resolve_identity
+from core.llm.registry import ProviderRegistry
+from core.store import get_store as shared_store
+from core.store.debug_sink import StoredDebugLog
+from core.store.store import Store
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 8000
+MAX_VALUE_CHARS = 2000
+MAX_FORM_FIELDS = 20
+MAX_BODY_BYTES = 64 * 1024
+API_IDENTITY = Identity(name="api", source="anonymous")  # callers without a trusted proxy identity
+NOT_FOUND = "セッションが見つからないか、有効期限が切れています。"
+TOO_LARGE = f"リクエストが大きすぎます（{MAX_BODY_BYTES // 1024} KB まで）。"
+
+T = TypeVar("T")
+
+
+class _Lazy(Generic[T]):
+    """One value per process, built on first use (double-checked under a lock)."""
+
+    def __init__(self, build: Callable[[], T]):
+        self._build = build
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._build()
+        return self._value
+
+    def reset(self) -> None:
+        with self._lock:
+            self._value = None
+
+
+_settings: _Lazy[Settings] = _Lazy(load_settings)
+_client: _Lazy[Any] = _Lazy(lambda: ProviderRegistry(get_settings()).get_active())
+
+
+# ---- dependencies ------------------------------------------------------------------------------
+def get_settings() -> Settings:
+    return _settings.get()
+
+
+def get_client() -> Any:
+    return _client.get()
+
+
+def get_store() -> Store:
+    """The process-wide store of ``KAIWA_DB_URL`` (migrated on first use)."""
+    return shared_store()
+
+
+def get_retriever() -> Any:
+    """``UNSET``: the diagnosis flow uses the process-wide manual retriever, built on first need."""
+    return UNSET
+
+
+def get_owner(request: Request) -> Identity:
+    """The caller: the trusted proxy identity when ``KAIWA_TRUST_PROXY_HEADERS`` is on, else ``api``."""
+    identity = resolve_identity(load_auth_settings(), headers=request.headers)
+    return API_IDENTITY if identity.source == "anonymous" else identity
+
+
+def get_conversations(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)],
+                      retriever: Annotated[Any, Depends(get_retriever)],
+                      owner: Annotated[Identity, Depends(get_owner)]) -> DiagnosisConversations:
+    return DiagnosisConversations(store, client=client, owner=owner, retriever=retriever)
+
+
+def get_debug_log(store: Annotated[Store, Depends(get_store)], settings: Annotated[Settings, Depends(get_settings)],
+                  owner: Annotated[Identity, Depends(get_owner)]) -> StoredDebugLog | None:
+    """With ``KAIWA_DEBUG`` on, the API's model calls land in the console's shared debug log."""
+    return StoredDebugLog(store, owner) if settings.debug else None
+
+
+# ---- request / response models -----------------------------------------------------------------
+Text = Annotated[str, StringConstraints(max_length=MAX_VALUE_CHARS)]
+FieldName = Annotated[str, StringConstraints(max_length=64)]
+
+
+class ChatRequestBody(ChatRequest):
+    """The seed's ``ChatRequest`` with bounds: ``message`` at most 8,000 characters, ``action_value`` a
+    button value or the booking form's fields (``{name: value}``)."""
+
+    session_id: Annotated[str, StringConstraints(max_length=80)] | None = None
+    message: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)] | None = None
+    action: Annotated[str, StringConstraints(max_length=64)] | None = None
+    action_value: Text | Annotated[dict[FieldName, Text], Field(max_length=MAX_FORM_FIELDS)] | None = None
+    rewind_to_turn: Annotated[int, Field(ge=0, le=100_000)] | None = None
+
+
+class Vehicle(BaseModel):
+    vehicle_id: str | None = None
+    make: str | None = None
+    model: str | None = None
+    year: int | None = None
+
+
+class SessionSummary(BaseModel):
+    """A stored diagnosis session as the console shows it."""
+
+    session_id: str
+    status: str
+    owner: str
+    current_step: str
+    vehicle: Vehicle | None = None
+    symptom_text: str = ""
+    urgency: UrgencyInfo | None = None
+    manual_coverage: str | None = None
+    diagnostic_turn: int = 0
+    booking_number: str | None = None
+    prompt: PromptInfo | None = None
+    turns: int = 0
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    created_at: str
+    updated_at: str
+
+
+# ---- the app -----------------------------------------------------------------------------------
+class BodySizeLimit:
+    """ASGI middleware: a body over ``max_bytes`` (declared or streamed) is answered 413 unread."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await JSONResponse({"detail": TOO_LARGE}, status_code=413)(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await JSONResponse({"detail": TOO_LARGE}, status_code=413)(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+app = FastAPI(title="Kaiwa Console API",
+              description="車両問診チャット（seed 000 §1, §8）の HTTP API。コンソールと同じストア・同じ問診フローを使います。",
+              version="1.0")
+app.add_middleware(BodySizeLimit)
+
+_TYPE_TEXT = {
+    "missing": "必須です",
+    "string_too_long": "{max_length} 文字以内にしてください",
+    "too_long": "{max_length} 項目以内にしてください",
+    "string_type": "文字列で指定してください",
+    "int_type": "整数で指定してください",
+    "int_parsing": "整数で指定してください",
+    "int_from_float": "整数で指定してください",
+    "dict_type": "オブジェクトで指定してください",
+    "model_attributes_type": "JSON オブジェクトで送ってください",
+    "greater_than_equal": "{ge} 以上にしてください",
+    "less_than_equal": "{le} 以下にしてください",
+    "json_invalid": "JSON として読めません",
+}
+_FIELD_LABELS = {"body": "リクエスト本文"}
+
+
+def _field_of(loc: tuple) -> str:
+    """The top-level body field at fault (``("body", "message")`` → ``message``); a nested location
+    (a form field name, a union branch) is not echoed back."""
+    if len(loc) > 1 and loc[0] in ("path", "query"):
+        return str(loc[1])[:40]
+    return str(loc[1]) if len(loc) > 1 and isinstance(loc[1], str) and loc[1] in ChatRequestBody.model_fields else "body"
+
+
+def _describe(error: dict) -> str:
+    template = _TYPE_TEXT.get(error.get("type", ""))
+    ctx = error.get("ctx") or {}
+    if template:
+        try:
+            return template.format(**ctx)
+        except (KeyError, IndexError, ValueError):
+            pass
+    return str(error.get("msg", "不正な値です"))[:200]
+
+
+@app.exception_handler(RequestValidationError)
+async def _invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422: which fields are wrong and why, in Japanese; the input itself is never echoed."""
+    by_field: dict[str, dict] = {}
+    for error in exc.errors():
+        field = _field_of(tuple(error.get("loc") or ()))
+        current = by_field.get(field)
+        # for a union (button value or form fields) prefer the bound that failed over "wrong type"
+        if current is None or (current.get("type", "").endswith("_type") and not error.get("type", "").endswith("_type")):
+            by_field[field] = error
+    fields = [{"field": field, "message": _describe(error), "type": str(error.get("type", ""))}
+              for field, error in by_field.items()]
+    listed = "、".join(f"{_FIELD_LABELS.get(f['field'], f['field'])}（{f['message']}）" for f in fields)
+    return JSONResponse({"detail": f"リクエストの内容に誤りがあります: {listed}", "errors": fields}, status_code=422)
+
+
+@app.exception_handler(Exception)
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """Anything unforeseen (the database is down…): logged here, the caller gets the fallback message."""
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"status": "error", "detail": FALLBACK_MESSAGE, "fallback": True}, status_code=503)
+
+
+@app.post("/api/chat", response_model=ChatResponse, summary="問診チャットの 1 ターン",
+          responses={413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"},
+                     503: {"description": "一時的な障害（フォールバックメッセージ）"}})
+def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)],
+         log: Annotated[StoredDebugLog | None, Depends(get_debug_log)]) -> ChatResponse:
+    """Seed 000 §1: ``session_id`` null (and nothing else) starts a session; an unknown or expired id
+    starts a new one with ``notice``; ``action`` + ``action_value`` press a button; ``rewind_to_turn``
+    goes back."""
+    return conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
+
+
+@app.get("/api/sessions/{session_id}", response_model=SessionSummary, summary="保存された問診セッション",
+         responses={404: {"description": NOT_FOUND}})
+def session_summary(session_id: str, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)]
+                    ) -> SessionSummary:
+    session = conversations.sessions.get(session_id)
+    conversation = conversations.store.get_conversation(session_id) if session else None
+    if session is None or conversation is None:
+        raise HTTPException(status_code=404, detail=NOT_FOUND)
+    last = (conversation.get("state") or {}).get("last_response") or {}
+    transcript = conversations.store.chat_entries(session.session_id)
+    vehicle = (Vehicle(vehicle_id=session.vehicle_id, make=session.make, model=session.model, year=session.year)
+               if session.vehicle_id else None)
+    return SessionSummary(
+        session_id=session.session_id, status=str(conversation["status"]), owner=str(conversation["owner_label"] or ""),
+        current_step=session.current_step.value, vehicle=vehicle, symptom_text=session.symptom_text,
+        urgency=urgency_info(session), manual_coverage=session.manual_coverage,
+        diagnostic_turn=session.diagnostic_turn, booking_number=conversations.sessions.booking_number(session.session_id),
+        prompt=PromptInfo.model_validate(last["prompt"]) if last.get("prompt") else session.last_prompt,
+        turns=len(transcript), transcript=transcript, created_at=str(conversation["created_at"]),
+        updated_at=str(conversation["updated_at"]))
+
+
+@app.get("/healthz", summary="死活確認（DB に問い合わせる）")
+def healthz(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)]) -> JSONResponse:
+    body = {"status": "ok", "db": store.dialect, "provider": str(getattr(client, "name", "?")),
+            "model": str(getattr(client, "model", "") or "")}
+    try:
+        with store.engine.connect() as conn:
+            conn.execute(text("SELECT 1")).scalar()
+    except Exception as exc:  # noqa: BLE001 - reported as unhealthy, not raised
+        logger.error("health check: database unreachable", exc_info=exc)
+        return JSONResponse({**body, "status": "error"}, status_code=503)
+    return JSONResponse(body)
