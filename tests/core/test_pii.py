@@ -36,3 +36,105 @@ def test_secrets_are_redacted_and_scrub_walks_structures():
     assert redact_secrets("token xyz-custom-secret", extra=("xyz-custom-secret",)) == "token [秘匿]"
     out = scrub({"a": ["090-1111-2222", {"b": "x@y.jp"}], "n": 3})
     assert out == {"a": ["[電話番号]", {"b": "[メール]"}], "n": 3}
+
+
+# ---- normalised detection (issue #8) ---------------------------------------------------------------
+
+@pytest.mark.parametrize("text,label", [
+    ("電話は(03)1234-5678です", "[電話番号]"),
+    ("電話は03(1234)5678です", "[電話番号]"),
+    ("（０３）１２３４－５６７８", "[電話番号]"),
+    ("電話 090.1234.5678 まで", "[電話番号]"),
+    ("電話 090 - 1234 - 5678 まで", "[電話番号]"),
+    ("電話 090‐1234—5678", "[電話番号]"),  # U+2010, U+2014
+    ("電話 090−1234−5678", "[電話番号]"),  # U+2212
+    ("電話 0\u200b90-12\u200d34-5678", "[電話番号]"),  # zero-width characters
+    ("電話 0 9 0 1 2 3 4 5 6 7 8", "[電話番号]"),
+    ("+81 (0)90-1234-5678", "[電話番号]"),
+    ("メール ｔａｒｏ＠ｅｘａｍｐｌｅ．ｃｏｍ です", "[メール]"),
+    ("メール taro＠example.com です", "[メール]"),
+    ("メール taro(at)example.com です", "[メール]"),
+    ("マイナンバー 1234.5678.9012", "[マイナンバー]"),
+    ("マイナンバー１２３４　５６７８　９０１２", "[マイナンバー]"),
+    ("カード 4111.1111.1111.1111", "[カード番号]"),
+    ("カード ４１１１ １１１１ １１１１ １１１１", "[カード番号]"),
+    ("〒 1000001 に送って", "[郵便番号]"),
+    ("東京都渋谷区神南六丁目十番一号に住んでいます", "[住所]"),
+    ("渋谷区神南1-2-3に住んでいます", "[住所]"),
+    ("住所：横浜市中区山下町１－１", "[住所]"),
+    ("札幌市中央区北1条西2丁目", "[住所]"),
+])
+def test_masks_obfuscated_personal_data(text, label):
+    masked = mask_pii(text)
+    assert label in masked, masked
+    assert not find_pii(masked)
+    assert not any(ch.isdigit() for ch in masked.replace("4111", "")) or label == "[住所]"
+
+
+@pytest.mark.parametrize("text", [
+    "score 0.87654321098765432 と 0.12345678901",  # floats are not cards or phones
+    "192.168.100.200 に接続",  # IP addresses are not My Numbers
+    "request 123e4567-e89b-12d3-a456-426614174000",  # nor are UUIDs
+    "この地区1番人気の車種", "渋谷区の店舗", "2024-06-01T12:00:00.123456+09:00",
+    "Basic プランは dXNlcjp と Basic information", "パスワードはどこで変更できますか", "task-management-system",
+])
+def test_leaves_numbers_and_words_that_only_look_sensitive(text):
+    assert mask_pii(text) == text
+    assert find_pii(text) == []
+
+
+def test_masking_keeps_the_rest_of_the_original_text():
+    text = "ＡＢＣ商事の山田です。電話は０９０ー１２３４ー５６７８、ｶﾞｿﾘﾝ車です。"
+    assert mask_pii(text) == "ＡＢＣ商事の山田です。電話は[電話番号]、ｶﾞｿﾘﾝ車です。"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Authorization: Bearer eyJhbGciOi.abc.def and more", "Authorization: [秘匿]"),
+    ('{"Authorization": "Basic dXNlcjpwYXNz", "x": 1}', '{"Authorization": "[秘匿]", "x": 1}'),
+    ("header Basic dXNlcjpwYXNzd29yZA==", "header Basic [秘匿]"),
+    ("token Bearer abc.def-ghi_jkl~mno+p/q== end", "token Bearer [秘匿] end"),
+    ("api_key=ｓｋ－ｐｒｏｊ－ａｂｃｄｅｆｇｈｉｊｋｌ", "api_key=[秘匿]"),
+    ("key: sk‐proj‐abcdefghijklmnop", "key: [秘匿]"),
+    ('{"password": "my secret pass"}', '{"password": "[秘匿]"}'),
+    ("パスワードは abc12345 です", "パスワードは [秘匿] です"),
+    ("https://user:pass@example.com/v1?api-key=secret123", "https://[秘匿]@example.com/v1?api-key=[秘匿]"),
+    ("aws AKIAABCDEFGHIJKLMNOP", "aws [秘匿]"),
+])
+def test_secrets_are_redacted_whole(text, expected):
+    assert scrub(text) == expected
+    assert find_pii(text) == ["secret"] and find_pii(expected) == []
+
+
+def test_scrub_is_idempotent_and_redact_secrets_leaves_personal_data():
+    text = "電話 090-1234-5678 key sk-abcdefghijkl https://u:p@h.example/x"
+    once = scrub(text)
+    assert scrub(once) == once
+    assert redact_secrets(text) == "電話 090-1234-5678 key [秘匿] https://[秘匿]@h.example/x"
+
+
+def test_redact_url_hides_credentials():
+    from core.pii import redact_url
+
+    assert redact_url("https://user:pa%40ss@api.example.com/v1?api-key=abc&x=1") == \
+        "https://***@api.example.com/v1?api-key=***&x=1"
+    assert redact_url("https://gw.example.com/openai?code=zzz&sig=abcd1234") == \
+        "https://gw.example.com/openai?code=***&sig=***"
+    assert redact_url("http://localhost:8000/v1") == "http://localhost:8000/v1"
+    assert redact_url(None) == "" and redact_url("http://[::1") == "http://[::1"
+
+
+def test_message_length_check():
+    from core.pii import MAX_MESSAGE_CHARS, check_message_length
+
+    assert check_message_length("あ" * MAX_MESSAGE_CHARS) is None and check_message_length(None) is None
+    message = check_message_length("あ" * 30000)
+    assert message and "長すぎます" in message and "8,000" in message and "30,000" in message
+
+
+def test_masking_is_linear_on_inputs_that_were_quadratic():
+    import time
+
+    start = time.perf_counter()
+    for text in ("x" * 200_000, "1-" * 100_000, "a@" * 100_000, "東京都千代田区" * 30_000, "0 " * 100_000):
+        mask_pii(text)
+    assert time.perf_counter() - start < 10  # the old patterns took minutes on these
