@@ -1,6 +1,8 @@
-"""マニュアル管理 page through AppTest: the indexed-vehicles table, PDF upload (plain, encrypted,
-image-only) and the rebuild buttons — over a throwaway index (temp Chroma, hashing embedder), never
-the app's own var/chroma."""
+"""マニュアル管理 page through AppTest: the indexed-vehicles table, who may change the index (no
+admin configured → Japanese explanation, read-only; admin password → session unlock; a non-admin
+never sees or reaches the upload), PDF upload bound to a vehicle and attributed (plain, encrypted,
+image-only), replace, delete and the rebuild buttons — over a throwaway index (temp Chroma, hashing
+embedder), never the app's own var/chroma."""
 import hashlib
 from pathlib import Path
 
@@ -50,9 +52,21 @@ def index(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def admin(app, index):
+def viewer(app, index):
+    """The page as an operator, with no admin configured (the README's quick start)."""
     app.switch_page("pages/manual_admin.py").run()
     assert not app.exception
+    return app
+
+
+@pytest.fixture
+def admin(monkeypatch, app, index):
+    """The page after unlocking admin with the password from the environment."""
+    monkeypatch.setenv("KAIWA_ADMIN_PASSWORD", "kanri-pw")
+    app.switch_page("pages/manual_admin.py").run()
+    app.text_input(key="admin_password_input").input("kanri-pw")
+    app.button[[b.label for b in app.button].index("管理者モードにする")].click().run()
+    assert not app.exception and app.session_state["admin_unlocked"] is True
     return app
 
 
@@ -78,10 +92,59 @@ def upload(at, name, data, password=None, vehicle=TREK):
     return at
 
 
+def test_without_admin_config_the_page_explains_and_is_read_only(viewer, index):
+    assert viewer.title[0].value == "📚 マニュアル管理"
+    help_text = viewer.info[0].value
+    assert "管理者だけ" in help_text and "KAIWA_ADMINS" in help_text and "admin_password" in help_text
+    assert ".streamlit/secrets.toml" in help_text and "これまでどおり使えます" in help_text
+    keys = {w.key for w in viewer.button} | {w.key for w in viewer.selectbox} | {w.key for w in viewer.text_input}
+    assert not keys & {"manual_index", "manual_vehicle", "manual_delete", "manual_rebuild", "manual_sync_changed",
+                       "admin_password_input"}
+    assert len(viewer.get("file_uploader")) == 0
+    assert list(table(viewer)["車両ID"]) == ["kaiwa-mirai-hv-2022", TREK]  # the list stays visible
+
+
+def test_wrong_password_does_not_unlock(monkeypatch, viewer):
+    monkeypatch.setenv("KAIWA_ADMIN_PASSWORD", "kanri-pw")
+    viewer.run()
+    assert not viewer.info or "管理者だけ" not in viewer.info[0].value  # configured: no setup help
+    viewer.text_input(key="admin_password_input").input("guess")
+    viewer.button[[b.label for b in viewer.button].index("管理者モードにする")].click().run()
+    assert any("パスワードが違います" in e.value for e in viewer.error)
+    assert not viewer.session_state["admin_unlocked"]
+    assert not [b for b in viewer.button if b.key == "manual_index"]
+
+
+def test_verified_non_admin_cannot_upload_even_through_core(monkeypatch, viewer, index):
+    import pages.identity
+
+    monkeypatch.setenv("KAIWA_TRUST_PROXY_HEADERS", "1")
+    monkeypatch.setenv("KAIWA_ADMINS", "boss@example.com")
+    monkeypatch.setattr(pages.identity, "_headers", lambda settings: {"X-Forwarded-User": "tanaka"})
+    viewer.run()
+    assert any("管理者だけ" in w.value and "tanaka" in w.value for w in viewer.warning)
+    assert not [b for b in viewer.button if b.key == "manual_index"]
+    from core.rag import manual_admin
+
+    with pytest.raises(PermissionError):
+        manual_admin.add_manual(index, _identity("tanaka"), TREK, "x.pdf", make_pdf([["x"]]))
+    # the proxy admin gets the upload form
+    monkeypatch.setattr(pages.identity, "_headers", lambda settings: {"X-Forwarded-Email": "Boss@Example.com"})
+    viewer.run()
+    assert [b for b in viewer.button if b.key == "manual_index"] and not viewer.exception
+
+
+def _identity(name):
+    from core.identity import Identity
+
+    return Identity(name=name, source="proxy")
+
+
 def test_lists_each_vehicle_with_its_chunk_count(admin, index):
     assert admin.title[0].value == "📚 マニュアル管理"
     assert admin.selectbox(key="manual_vehicle").options == ["カイワ自動車 ミライバ ハイブリッド（2022年式 Z）",
                                                              "カイワ自動車 トレック 4WD（2020年式 G）"]
+    assert admin.selectbox(key="manual_vehicle").value is None  # the vehicle must be chosen
     assert admin.button(key="manual_index").disabled  # nothing uploaded yet
     rows = table(admin)
     expected = counts(index)
@@ -91,11 +154,23 @@ def test_lists_each_vehicle_with_its_chunk_count(admin, index):
     assert any(f"合計 {sum(expected.values())} チャンク" in c.value for c in admin.caption)
 
 
+def test_upload_needs_a_vehicle(admin, index):
+    admin.file_uploader(key="manual_file").upload("towing.pdf", make_pdf([["towing 750 kg"]]), "application/pdf")
+    admin.run()
+    assert admin.selectbox(key="manual_vehicle").value is None and admin.button(key="manual_index").disabled
+    assert any("車両を選んでください" in c.value for c in admin.caption)
+    admin.selectbox(key="manual_vehicle").set_value(TREK).run()
+    assert not admin.button(key="manual_index").disabled
+
+
 def test_upload_indexes_the_pdf_for_the_chosen_vehicle(admin, index):
     pdf = make_pdf([["Trailer hitch: maximum towing load 750 kg."], ["Roof rack: maximum load 50 kg."]])
     at = upload(admin, "towing-guide.pdf", pdf)
     assert [(s.value, s.icon) for s in at.success] == [
         ("towing-guide.pdf を カイワ自動車 トレック 4WD（2020年式 G） のマニュアルとして登録しました。", "✅")]
+    digest = hashlib.sha256(pdf).hexdigest()
+    attribution = next(c.value for c in at.caption if c.value.startswith("登録者:"))
+    assert "匿名" in attribution and f"SHA-256: {digest}" in attribution
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["ページ数"] == "2" and int(metrics["登録したチャンク"]) >= 1 and metrics["警告"] == "0"
     assert index.vehicles() == ["kaiwa-mirai-hv-2022", TREK]
@@ -104,6 +179,8 @@ def test_upload_indexes_the_pdf_for_the_chosen_vehicle(admin, index):
     rows = table(at)
     row = rows[rows["登録元"] == "PDF: towing-guide.pdf"]
     assert list(row["車両ID"]) == [TREK] and list(row["チャンク数"]) == [added]
+    assert list(row["登録者"]) == ["匿名"] and list(row["登録者ID"]) == ["anonymous:匿名"]
+    assert list(row["SHA-256"]) == [digest[:16]] and list(row["登録日時"])[0].startswith("20")
     hits = index.search("towing load 750 kg", vehicle_id=TREK, mode="bm25")
     assert hits and "750 kg" in hits[0].text and hits[0].vehicle_id == TREK
 
@@ -139,3 +216,39 @@ def test_rebuild_buttons(admin, index):
     assert message.startswith("再構築しました:")
     assert f"トレック 4WD（2020年式 G） {expected[(TREK, 'manual')]} チャンク" in message
     assert list(table(admin)["チャンク数"]) == [expected[("kaiwa-mirai-hv-2022", "manual")], expected[(TREK, "manual")]]
+
+
+def test_upload_by_named_admin_is_attributed_to_them(admin, index):
+    admin.session_state["local_user_name"] = "山田"
+    at = upload(admin, "towing.pdf", make_pdf([["towing 750 kg"]]))
+    row = table(at)[table(at)["登録元"] == "PDF: towing.pdf"]
+    assert list(row["登録者"]) == ["山田（未確認）"] and list(row["登録者ID"]) == ["local:山田"]
+    meta = [m for m in index.store.metadatas() if m["source"] == "pdf:towing.pdf"]
+    assert meta and all(m["uploaded_by"] == "local:山田" for m in meta)
+
+
+def test_replace_and_delete(admin, index):
+    at = upload(admin, "old-guide.pdf", make_pdf([["towing 750 kg"]]))
+    at.selectbox(key="manual_vehicle").set_value(TREK).run()
+    at.selectbox(key="manual_replaces").set_value("pdf:old-guide.pdf")
+    at = upload(at, "new-guide.pdf", make_pdf([["towing 900 kg"]]))
+    assert (TREK, "pdf:old-guide.pdf") not in counts(index) and counts(index)[(TREK, "pdf:new-guide.pdf")] >= 1
+    at.selectbox(key="manual_delete_choice").set_value(f"{TREK}|pdf:new-guide.pdf").run()
+    at.button(key="manual_delete").click().run()
+    assert not at.exception
+    assert any("new-guide.pdf" in s.value and "削除しました" in s.value for s in at.success)
+    assert not any(source.startswith("pdf:") for _, source in counts(index))
+    assert "PDF: new-guide.pdf" not in list(table(at)["登録元"])
+    assert not index.search("towing 900 kg", vehicle_id=TREK, mode="bm25") or \
+        all(h.chapter != "new-guide.pdf" for h in index.search("towing 900 kg", vehicle_id=TREK, mode="bm25"))
+
+
+def test_index_reset_elsewhere_shows_a_notice_then_recovers(admin, index):
+    index.store.client.delete_collection(index.store.name)  # another process: ingest --reset
+    admin.run()
+    assert not admin.exception
+    assert any("再構築" in w.value and "しばらくしてから" in w.value for w in admin.warning)
+    index.store.reopen(create=True)
+    index.sync_manuals(DATA_DIR / "manuals")
+    admin.run()
+    assert not admin.exception and list(table(admin)["車両ID"]) == ["kaiwa-mirai-hv-2022", TREK]

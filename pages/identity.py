@@ -1,0 +1,108 @@
+"""Who is using this tab, for the pages: :func:`current_identity` and the sidebar block that shows it.
+
+A helper module, not a page (``st.navigation`` in app.py lists the pages). The identity is resolved
+by :func:`core.identity.resolve_identity` from ``st.user`` (only when ``[auth]`` is configured and
+the user logged in), the trusted proxy headers in ``st.context.headers`` (only when
+``KAIWA_TRUST_PROXY_HEADERS=1``), the display name typed once into the sidebar
+(``st.session_state["local_user_name"]``) and the admin unlock of this session
+(``st.session_state["admin_unlocked"]``, set by the manual-admin page's password form).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import streamlit as st
+
+from core.identity import AuthSettings, Identity, clean_value, load_auth_settings, resolve_identity
+from core.markup import safe_text
+
+logger = logging.getLogger(__name__)
+
+LOCAL_NAME_KEY = "local_user_name"
+ADMIN_UNLOCKED_KEY = "admin_unlocked"
+SOURCE_LABELS = {"oidc": "ログイン済み（OIDC）", "proxy": "認証プロキシで確認済み",
+                 "local": "未確認（入力された表示名）", "anonymous": "未設定"}
+
+
+def _secrets() -> dict[str, Any]:
+    try:
+        return dict(st.secrets)
+    except Exception:  # noqa: BLE001 - no secrets.toml: environment variables only
+        return {}
+
+
+def auth_settings() -> AuthSettings:
+    return load_auth_settings(secrets=_secrets())
+
+
+def _oidc_user(settings: AuthSettings) -> Mapping[str, Any] | None:
+    if not settings.oidc_configured:
+        return None
+    try:
+        return st.user.to_dict() if st.user.is_logged_in else None
+    except Exception:  # noqa: BLE001 - no user info available in this context
+        return None
+
+
+def _headers(settings: AuthSettings) -> Mapping[str, Any] | None:
+    if not settings.trust_proxy:
+        return None
+    try:
+        return st.context.headers
+    except Exception:  # noqa: BLE001 - no request headers (e.g. tests, bare mode)
+        return None
+
+
+def current_identity(settings: AuthSettings | None = None) -> Identity:
+    """The identity of this tab's user (see module docstring)."""
+    settings = settings or auth_settings()
+    state = st.session_state
+    return resolve_identity(settings, oidc_user=_oidc_user(settings), headers=_headers(settings),
+                            local_name=state.get(LOCAL_NAME_KEY), admin_unlocked=bool(state.get(ADMIN_UNLOCKED_KEY)))
+
+
+def _set_local_name() -> None:
+    name = clean_value(st.session_state.get("local_user_name_input"))
+    if name:
+        st.session_state[LOCAL_NAME_KEY] = name
+
+
+def _lock_admin() -> None:
+    st.session_state[ADMIN_UNLOCKED_KEY] = False
+
+
+def render_identity_sidebar() -> Identity:
+    """The sidebar block: who is signed in (「未確認」 for a typed name), the one-time name input,
+    login / logout when OIDC is configured, and leaving admin mode. Returns the identity."""
+    settings = auth_settings()
+    who = current_identity(settings)
+    with st.sidebar:
+        st.subheader("利用者")
+        role = "管理者" if who.is_admin else "オペレーター"
+        st.markdown(f"👤 **{_plain(who.label)}**（{role}）")
+        st.caption(SOURCE_LABELS.get(who.source, who.source) + (f" · {_plain(who.email)}" if who.email else ""))
+        if settings.oidc_configured:
+            if who.source == "oidc":
+                if st.button("ログアウト", key="identity_logout"):
+                    st.logout()
+            elif st.button("ログイン", key="identity_login", type="primary"):
+                try:
+                    st.login()
+                except Exception as exc:  # noqa: BLE001 - e.g. Authlib missing or [auth] incomplete
+                    logger.warning("login failed: %s", exc)
+                    st.error("ログインを開始できませんでした。.streamlit/secrets.toml の [auth] 設定と "
+                             "Authlib のインストールを確認してください。")
+        if not who.verified and not st.session_state.get(LOCAL_NAME_KEY):
+            st.text_input("表示名（最初に一度だけ入力してください）", key="local_user_name_input",
+                          max_chars=60, placeholder="例: 山田", on_change=_set_local_name,
+                          help="会話や登録内容の担当者として記録されます。認証されていないため「未確認」と表示されます。")
+        if st.session_state.get(ADMIN_UNLOCKED_KEY):
+            st.button("管理者モードを終了", key="identity_admin_lock", on_click=_lock_admin)
+    return who
+
+
+
+def _plain(text: str | None) -> str:
+    """A name inside our markdown: literal text, never markup or a link."""
+    return safe_text(text or "", single_line=True)
