@@ -34,3 +34,44 @@ def test_text_is_nfkc_normalised_and_first_match_wins():
 def test_an_unknown_action_is_rejected():
     with pytest.raises(ValueError, match="refuse or handoff"):
         parse_rules({"rules": [{"id": "x", "action": "ignore", "patterns": ["x"], "message": "m"}]})
+
+
+@pytest.mark.parametrize("text,rule_id", [
+    ("返 金 し て く だ さ い", "refund_promise"),
+    ("返金\nして\nください", "refund_promise"),
+    ("返\u200b金\u200bして\u2060ください", "refund_promise"),
+    ("へんきんしてください", "refund_promise"),
+    ("ヘンキンしてください", "refund_promise"),
+    ("お酒をのんで運転してもいい？", "drunk_driving"),
+    ("メーター戻したい", "safety_tampering"),
+    ("ｴｱﾊﾞｯｸﾞを外したい", "safety_tampering"),
+    ("過 失 割 合 は", "accident_fault"),
+])
+def test_observed_bypasses_are_caught(text, rule_id):
+    assert check(text).rule_id == rule_id
+
+
+def test_patterns_are_folded_like_the_text_and_must_be_re2():
+    rules = parse_rules({"rules": [{"id": "k", "action": "refuse", "patterns": ["メーター"], "message": "だめです。"}]})
+    assert check("ﾒｰﾀｰ", rules).rule_id == "k" and check("めーたー", rules).rule_id == "k"
+    with pytest.raises(ValueError, match="re2"):
+        parse_rules({"rules": [{"id": "x", "action": "refuse", "patterns": ["(?<=a)b"], "message": "m。"}]})
+
+
+@pytest.mark.parametrize("text,non_japanese", [
+    ("Can I get a refund?", True), ("hello", True), ("환불해 주세요", True),
+    ("ABS", False), ("P0301", False), ("hi", False), ("ETCカードとは", False), ("", False),
+])
+def test_questions_without_japanese_get_the_language_rule(text, non_japanese):
+    decision = check(text)
+    assert (decision.rule_id == "non_japanese") == non_japanese
+    if non_japanese:
+        assert decision.action == "handoff" and "Japanese" in decision.message and "日本語" in decision.message
+
+
+def test_an_english_question_is_handed_off_with_a_japanese_only_reply(fake_kb, client, config):
+    from core.faq.flow import ask, start_session
+
+    result = ask(start_session("s"), "Can I get a refund for my car?", client=client, kb=fake_kb, config=config)
+    assert result.outcome == "handoff"
+    assert "Japanese" in result.message and "日本語" in result.message
