@@ -8,6 +8,7 @@ from core.config import Settings
 from core.debuglog import KNOWN_SECRETS
 from core.llm.offline import OfflineClient
 from core.llm.openai_compat import OpenAICompatibleClient
+from core.pii import redact_url
 
 PROVIDER_LABELS = {"offline": "オフライン（ルールベース）", "openai": "OpenAI 互換 API"}
 
@@ -54,6 +55,6 @@ def describe(client: Any) -> str:
     name = getattr(client, "name", "?")
     label = PROVIDER_LABELS.get(name, name)
     model = getattr(client, "model", "")
-    base_url = getattr(client, "base_url", None)
+    base_url = redact_url(getattr(client, "base_url", None))  # never show user:password@ or ?api-key=
     where = f" @ {base_url}" if base_url else ""
     return f"{label} · {model}{where}"

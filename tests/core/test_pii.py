@@ -138,3 +138,15 @@ def test_masking_is_linear_on_inputs_that_were_quadratic():
     for text in ("x" * 200_000, "1-" * 100_000, "a@" * 100_000, "東京都千代田区" * 30_000, "0 " * 100_000):
         mask_pii(text)
     assert time.perf_counter() - start < 10  # the old patterns took minutes on these
+
+
+def test_the_ui_line_never_shows_base_url_credentials():
+    from types import SimpleNamespace
+
+    from core.llm.registry import describe
+
+    client = SimpleNamespace(name="openai", model="gpt-x",
+                             base_url="https://me:hunter2@gw.example.com/v1?api-key=abc123")
+    line = describe(client)
+    assert "hunter2" not in line and "abc123" not in line and "me:" not in line
+    assert "gw.example.com/v1" in line
