@@ -3,20 +3,41 @@
     python -m core.rag.ingest                       # index manuals that changed since last time
     python -m core.rag.ingest --reset               # drop the collection and rebuild everything
     python -m core.rag.ingest --vehicle ID          # re-index that vehicle's manual
-    python -m core.rag.ingest --pdf FILE --vehicle ID [--password PW]   # add a PDF to a vehicle
+    python -m core.rag.ingest --pdf FILE --vehicle ID [--password PW] [--user NAME]   # add a PDF
 
 The store is the one the app uses (``KAIWA_CHROMA_PATH`` / ``CHROMA_HOST``, embedder from
-``KAIWA_EMBEDDINGS``). Prints chunk counts per vehicle.
+``KAIWA_EMBEDDINGS``). Prints chunk counts per vehicle. Whoever can run this on the server holds
+the admin role: a PDF goes through :mod:`core.rag.manual_admin` like an upload on the page, bound
+to a vehicle of the catalogue (or of the manuals directory) and attributed to ``--user`` (default:
+the login name, recorded as unverified).
 """
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 import time
 from pathlib import Path
 
+from core.identity import ADMIN, OPERATOR, Identity
+from core.rag import manual_admin
 from core.rag import manual_retriever as mr
+
+
+def _cli_user(name: str | None) -> Identity:
+    if not name:
+        try:
+            name = getpass.getuser()
+        except Exception:  # noqa: BLE001 - no login name in some containers
+            name = "cli"
+    return Identity(name=name, source="local", roles=frozenset({OPERATOR, ADMIN}))
+
+
+def _known_vehicles(manuals_dir: Path) -> set[str]:
+    from core.diagnosis.catalog import default_catalog
+
+    return {v.vehicle_id for v in default_catalog()} | {p.stem for p in Path(manuals_dir).glob("*.json")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vehicle", help="vehicle_id: re-index only this manual, or the target of --pdf")
     parser.add_argument("--pdf", type=Path, help="PDF (or DOCX/TXT) file to add to --vehicle")
     parser.add_argument("--password", help="password of an encrypted PDF")
+    parser.add_argument("--user", help="who adds the PDF (recorded with it; default: the login name)")
     parser.add_argument("--reset", action="store_true", help="delete the collection first, then rebuild")
     parser.add_argument("--manuals", type=Path, default=None, help="manuals directory (default data/manuals)")
     args = parser.parse_args(argv)
@@ -54,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         if not done:
             print("manuals up to date")
     if args.pdf:
-        report = retriever.index_pdf(args.vehicle, args.pdf.name, args.pdf.read_bytes(), args.password)
+        report = manual_admin.add_manual(retriever, _cli_user(args.user), args.vehicle, args.pdf.name,
+                                         args.pdf.read_bytes(), args.password, catalog=_known_vehicles(manuals_dir))
         for warning in report.warnings:
             print(f"warning: {warning}")
         if report.error:

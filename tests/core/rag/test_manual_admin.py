@@ -199,3 +199,23 @@ def test_retriever_survives_a_reset_in_another_process(tmp_path):
     hits = running.search("ブレーキ", mode="hybrid")
     assert [h.vehicle_id for h in hits] == ["car-z"]
     assert "別プロセス" in hits[0].text
+
+
+def test_ingest_cli_attributes_pdfs_and_binds_them_to_a_known_vehicle(tmp_path, monkeypatch, capsys):
+    from core.rag import ingest
+    from core.rag import manual_retriever as mr
+
+    manuals = tmp_path / "manuals"
+    manuals.mkdir()
+    (manuals / "car-a.json").write_text(json.dumps(tiny_manual("car-a"), ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
+    monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
+    emb = HashEmbedder()
+    monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)
+    pdf = tmp_path / "extra.pdf"
+    pdf.write_bytes(TOWING)
+    assert ingest.main(["--pdf", str(pdf), "--vehicle", "no-such-car"]) == 1
+    assert ma.NO_VEHICLE in capsys.readouterr().err
+    assert ingest.main(["--pdf", str(pdf), "--vehicle", "car-a", "--user", "整備 次郎"]) == 0
+    info = sources(ManualRetriever(embedder=emb))[("car-a", "pdf:extra.pdf")]
+    assert info.uploaded_by == "local:整備 次郎" and info.sha256 == hashlib.sha256(TOWING).hexdigest()
