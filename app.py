@@ -1,7 +1,8 @@
-"""Kaiwa Console entry point: session state, the provider sidebar, and page navigation."""
+"""Kaiwa Console entry point: session state, identity and provider sidebar, and page navigation."""
 import streamlit as st
 
 from pages.common import init_session, render_debug_controls, render_sidebar
+from pages.identity import render_identity_sidebar
 
 st.set_page_config(page_title="Kaiwa Console", page_icon="💬", layout="wide")
 init_session()
@@ -12,12 +13,17 @@ pages = {
         st.Page("pages/diagnosis.py", title="車両問診", icon="🚗"),
         st.Page("pages/faq.py", title="FAQ", icon="❓"),
     ],
+    "ライブラリ・予約": [
+        st.Page("pages/library.py", title="ナレッジライブラリ", icon="📚"),
+        st.Page("pages/bookings.py", title="予約管理", icon="📅"),
+    ],
     "運用": [
         st.Page("pages/debug_log.py", title="デバッグログ", icon="🪵"),
-        st.Page("pages/manual_admin.py", title="マニュアル管理", icon="📚"),
+        st.Page("pages/manual_admin.py", title="マニュアル管理", icon="🛠️"),
     ],
 }
 navigation = st.navigation(pages)
+render_identity_sidebar()
 render_sidebar()
 navigation.run()
 render_debug_controls()

@@ -4,25 +4,45 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.diagnosis import ChatRequest, ChatService, PromptInfo, view
-from pages.common import debug_sink, provider_caption
+from core.diagnosis import ChatRequest, PromptInfo, view
+from core.diagnosis.conversation import DiagnosisConversations
+from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
 
 state = st.session_state
-if "diag_service" not in state:
-    state.diag_service = ChatService(state.llm_client)
+if "diag_convs" not in state:  # the stored conversation path (the HTTP API uses the same one)
+    state.diag_convs = DiagnosisConversations(store(), client=state.llm_client, owner=identity())
+state.diag_convs.sessions.owner = identity()
+state.diag_service = state.diag_convs.service
 state.setdefault("diag_transcript", [])  # view.send keeps it: user / assistant entries
-if "diag_response" not in state:
-    state.diag_response = view.start(state.diag_service, state.diag_transcript, client=state.llm_client,
-                                     log=debug_sink())
+
+
+def _load_conversation(conversation: dict) -> bool:
+    resumed = state.diag_convs.resume(conversation["id"])
+    if resumed is None:
+        return False
+    state.diag_transcript, state.diag_response = resumed.transcript, resumed.response
+    return True
+
+
+def _new_conversation() -> str:
+    state.diag_response = state.diag_convs.start(state.diag_transcript, client=state.llm_client, log=debug_sink())
+    return state.diag_response.session_id
+
+
+def _follow(response) -> None:
+    """A restart or an expired session moved to a new session id: the URL follows it."""
+    if response.session_id != state.get("diagnosis_conversation_id"):
+        state.diagnosis_conversation_id = response.session_id
+        st.query_params["session"] = response.session_id
 
 
 # ---- actions (button callbacks run before the page is drawn) -------------------------------------
 def _send(**fields) -> None:
     current = state.diag_response
-    response = view.send(state.diag_service, state.diag_transcript,
-                         ChatRequest(session_id=current.session_id, **fields), prompt=current.prompt,
-                         client=state.llm_client, log=debug_sink())
+    response = state.diag_convs.send(state.diag_transcript, ChatRequest(session_id=current.session_id, **fields),
+                                     prompt=current.prompt, client=state.llm_client, log=debug_sink())
     state.diag_response = response
+    _follow(response)
     if response.fallback:
         st.toast("モデルの呼び出しに失敗したため、定型の案内を表示しました。", icon="⚠️")
 
@@ -40,8 +60,8 @@ def _submit_booking(names: list[str]) -> None:
 
 
 def _reset() -> None:
-    state.diag_response = view.start(state.diag_service, state.diag_transcript, client=state.llm_client,
-                                     log=debug_sink())
+    _new_conversation()
+    _follow(state.diag_response)
 
 
 # ---- widgets for the latest prompt ----------------------------------------------------------------
@@ -120,6 +140,8 @@ def _assistant(entry: dict) -> None:
 # ---- page ---------------------------------------------------------------------------------------
 st.title("🚗 車両問診")
 provider_caption()
+bind_conversation("diagnosis", load=_load_conversation, new=_new_conversation)
+recent_conversations("diagnosis", state.get("diagnosis_conversation_id"))
 st.caption("症状をうかがい、取扱説明書を根拠に原因の候補と対処をご案内します。緊急時はロードサービス・点検予約まで手配できます。")
 
 placeholder = ("症状を入力してください（例: エンジン警告灯がついた）" if state.diag_response.current_step == "free_text"

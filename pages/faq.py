@@ -6,14 +6,36 @@ import streamlit as st
 from core.faq.flow import ask, start_session
 from core.faq.kb import FaultyKB, default_kb
 from core.faq.report import latency_frame, outcome_badge, trace_frame
-from pages.common import debug_sink, provider_caption
+from core.faq.state import FAQState
+from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, save_chat, store
 
 state = st.session_state
-state.setdefault("faq_state", start_session(f"faq-{state.session_id}"))
 state.setdefault("faq_chat", [])  # [{"user", "message", "citations", "outcome", "trace"}]
+
+
+def _load_conversation(conversation: dict) -> bool:
+    saved = (conversation.get("state") or {}).get("faq_state")
+    state.faq_state = FAQState(saved) if saved else start_session(conversation["id"])
+    state.faq_chat = store().chat_entries(conversation["id"])
+    return True
+
+
+def _new_conversation() -> str:
+    conversation_id = store().create_conversation("faq", identity(), title="FAQ")
+    state.faq_state, state.faq_chat = start_session(conversation_id), []
+    return conversation_id
+
+
+def _save() -> None:
+    """Write the turn and the FAQ state through to the store before the page shows them."""
+    save_chat("faq", state.faq_conversation_id, state.faq_chat)
+    store().update_conversation(state.faq_conversation_id, merge_state={"faq_state": state.faq_state.to_dict()},
+                                title=state.faq_chat[0]["user"][:60] if state.faq_chat else None)
 
 st.title("❓ FAQ")
 provider_caption()
+bind_conversation("faq", load=_load_conversation, new=_new_conversation)
+recent_conversations("faq", state.faq_conversation_id)
 st.caption("カイワ自動車 販売店の FAQ 記事を検索し、根拠の記事を示して回答します。"
            "返金・保証適用・事故の過失などの判断が必要なご相談は、担当者へおつなぎします。")
 
@@ -22,8 +44,8 @@ with st.sidebar:
         st.toggle("KB 検索のタイムアウトを再現（障害注入）", key="faq_fault_timeout",
                   help="ON にすると FAQ 検索が毎回タイムアウトし、再試行のあと縮退応答になります。")
         if st.button("FAQ の会話をリセット", key="faq_reset"):
-            state.faq_state = start_session(f"faq-{state.session_id}-{len(state.faq_chat)}")
-            state.faq_chat = []
+            state.faq_conversation_id = _new_conversation()
+            st.query_params["session"] = state.faq_conversation_id
             st.rerun()
 
 
@@ -38,6 +60,7 @@ def _run_turn(text: str) -> None:
     state.faq_state = result.state
     state.faq_chat.append({"user": result.user_text, "message": result.message, "citations": result.citations,
                            "outcome": result.outcome, "trace": result.trace})
+    _save()
 
 
 def _show_citations(citations: list[str]) -> None:

@@ -7,7 +7,8 @@ import streamlit as st
 
 from core.attachments import extract_document
 from core.knowledge.session import current_state, entries_csv, entries_json, resend, submit_turn, turns_jsonl
-from pages.common import debug_sink, provider_caption
+from pages.common import (bind_conversation, debug_sink, identity, provider_caption, recent_conversations, save_chat,
+                          store)
 
 PHASES = {"collect_case": "① 事例ヒアリング", "organize_risks": "② リスク整理",
           "draft_knowledge": "③ ナレッジ草案", "review_knowledge": "④ レビュー・確定"}
@@ -20,6 +21,48 @@ state.setdefault("pending_submission", None)  # {"text", "files": [(name, bytes)
 
 st.title("📝 契約ナレッジ作成")
 provider_caption()
+ENTRY_STATUS = {"draft": "🟡 下書き", "confirmed": "🟢 確定済み", "archived": "⚪ アーカイブ"}
+
+
+def _load_conversation(conversation: dict) -> None:
+    state.chat = store().chat_entries(conversation["id"])
+    state.knowledge_outputs = store().conversation_outputs(conversation["id"])
+    state.pending_submission = None
+
+
+def _new_conversation() -> str:
+    state.chat, state.knowledge_outputs, state.pending_submission = [], [], None
+    return store().create_conversation("knowledge", identity())
+
+
+def _save(outcome) -> None:
+    """Write the chat and any drafted knowledge through to the store before the page shows them."""
+    save_chat("knowledge", state.session_id, state.chat)
+    if outcome is not None and outcome.result.ok and outcome.result.knowledge:
+        store().record_knowledge(state.session_id, outcome.result.knowledge, identity())
+        state.knowledge_outputs = store().conversation_outputs(state.session_id)
+    first = next((e.get("user_text") or e.get("content") for e in state.chat if e["role"] == "user"), "")
+    title = next((e.get("knowledge_title") for e in state.knowledge_outputs if e.get("knowledge_title")), "") or first
+    store().update_conversation(state.session_id, title=(title or "（添付のみ）").replace("\n", " ")[:60])
+
+
+def _confirm_entry(entry_id: int) -> None:
+    try:
+        store().set_entry_status(entry_id, "confirm", identity())
+        st.toast("ナレッジを確定しました。ライブラリに登録されています。", icon="✅")
+    except (PermissionError, ValueError) as exc:
+        st.toast(str(exc), icon="⚠️")
+    state.knowledge_outputs = store().conversation_outputs(state.session_id)
+
+
+def _start_new() -> None:
+    state.knowledge_conversation_id = _new_conversation()
+    st.query_params["session"] = state.knowledge_conversation_id
+    state.confirm_reset = False
+
+
+state.session_id = bind_conversation("knowledge", load=_load_conversation, new=_new_conversation)
+recent_conversations("knowledge", state.session_id)
 
 
 def _extract_all(files: list[tuple[str, bytes]], passwords: dict[str, str]) -> list:
@@ -30,7 +73,8 @@ def _run_turn(text: str, docs: list) -> None:
     with st.status("モデルが応答を作成しています…", expanded=False) as status:
         outcome = submit_turn(state.chat, state.knowledge_outputs, text, docs, state.llm_client,
                               log=debug_sink(), session_id=state.session_id)
-        status.update(label="応答しました" if outcome.result.ok else "応答の検証に失敗しました",
+        _save(outcome)
+        status.update(label=outcome.result.status_label,
                       state="complete" if outcome.result.ok else "error")
 
 
@@ -90,8 +134,9 @@ with chat_col:
                 with st.expander("モデルの生出力", expanded=True):
                     st.code(entry.get("raw") or "（出力なし）", language="json")
                 if st.button("同じ内容で再送信", key=f"resend_{entry.get('retry_of')}"):
-                    resend(state.chat, state.knowledge_outputs, entry["retry_of"], state.llm_client,
-                           log=debug_sink(), session_id=state.session_id)
+                    outcome = resend(state.chat, state.knowledge_outputs, entry["retry_of"], state.llm_client,
+                                     log=debug_sink(), session_id=state.session_id)
+                    _save(outcome)
                     st.rerun()
                 continue
             st.markdown(entry["content"] or "（添付のみ）")
@@ -126,11 +171,17 @@ with side_col:
         for i, entry in enumerate(state.knowledge_outputs):
             with st.container(border=True):
                 st.markdown(f"#### {entry['knowledge_title'] or '（タイトル未設定）'}")
+                if entry.get("status"):
+                    st.caption(f"{ENTRY_STATUS.get(entry['status'], entry['status'])} · No.{entry['id']} · 版 {entry['version']}")
                 for key in ("contract_type", "target_clause", "review_points", "action_plan", "clause_sample"):
                     st.markdown(f"**{FIELD_LABELS[key]}**")
                     st.text(entry[key] or "—")
                 st.download_button("この JSON をダウンロード", json.dumps(entry, ensure_ascii=False, indent=2),
                                    file_name=f"knowledge_{i + 1}.json", mime="application/json", key=f"dl_entry_{i}")
+                if entry.get("status") == "draft":
+                    st.button("✅ このナレッジを確定する", key=f"confirm_entry_{entry['id']}", type="primary",
+                              on_click=_confirm_entry, args=(entry["id"],),
+                              help="確定するとライブラリで確定済みになります。以後の会話では新しい下書きが作られます。")
         col1, col2 = st.columns(2)
         col1.download_button("全件 CSV", entries_csv(state.knowledge_outputs), file_name="knowledge.csv",
                              mime="text/csv", key="dl_csv")
@@ -141,6 +192,17 @@ with side_col:
     if any(e.get("turn") for e in state.chat):
         st.download_button("全ターン JSONL", turns_jsonl(state.chat), file_name="turns.jsonl",
                            mime="application/jsonl", key="dl_turns")
-    if st.button("新しい会話を始める", key="reset_chat"):
-        state.chat, state.knowledge_outputs, state.pending_submission = [], [], None
-        st.rerun()
+    drafts = [e for e in state.knowledge_outputs if e.get("status") == "draft"]
+    if not state.get("confirm_reset"):
+        if st.button("新しい会話を始める", key="reset_chat"):
+            if drafts:
+                state.confirm_reset = True
+            else:
+                _start_new()
+            st.rerun()
+    else:
+        st.warning(f"確定していない下書きが {len(drafts)} 件あります。下書きはライブラリに残りますが、この会話からは離れます。"
+                   "新しい会話を始めますか？")
+        yes_col, no_col = st.columns(2)
+        yes_col.button("はい、新しく始める", key="reset_yes", on_click=_start_new, type="primary")
+        no_col.button("キャンセル", key="reset_no", on_click=lambda: state.update(confirm_reset=False))

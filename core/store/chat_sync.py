@@ -54,8 +54,9 @@ COLUMNS: dict[str, Columns] = {"knowledge": knowledge_columns, "diagnosis": diag
 
 
 def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *, flow: str,
-              author: Any = None) -> int:
-    """Make the stored turns of ``conversation_id`` match ``chat``; returns how many rows were written."""
+              author: Any = None, provider: str | None = None, model: str | None = None) -> int:
+    """Make the stored turns of ``conversation_id`` match ``chat``; returns how many rows were written.
+    ``provider`` / ``model`` fill those columns of new turns whose entry does not name them."""
     columns = COLUMNS[flow]
     stored = store.entry_hashes(conversation_id)
     present: set[str] = set()
@@ -67,6 +68,9 @@ def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str
         present.add(entry_id)
         cols = columns(entry)
         role = cols.pop("role")
+        if role != "user":
+            cols["provider"] = cols.get("provider") or provider
+            cols["model"] = cols.get("model") or model
         if entry_id not in stored:
             store.append_turn(conversation_id, entry, role=role, author=author, **cols)
             written += 1

@@ -1,8 +1,9 @@
-"""Debug records written to the store: a list-like sink the engine appends to (``debuglog.append``).
+"""Debug records written through to the store: the list the engine appends to (``debuglog.append``).
 
-The engine only ever calls ``append``; each record (already masked by ``debuglog.make_record``) is
-stored with its owner and conversation, so every operator sees every call. A write failure is
-logged and never breaks the user's turn.
+``StoredDebugLog`` is the page's working copy (``st.session_state.debug_logs``): a list of the
+records this browser tab made (the newest ``keep``), and every ``append`` is also stored with its
+owner and conversation, so all operators see every call on the debug page. A store failure is logged
+and never breaks the user's turn.
 """
 from __future__ import annotations
 
@@ -14,25 +15,18 @@ from core.store.store import Store
 logger = logging.getLogger(__name__)
 
 
-class StoreDebugSink:
-    def __init__(self, store: Store, owner: Any = None, conversation_id: str | None = None):
+class StoredDebugLog(list):
+    def __init__(self, store: Store, owner: Any = None, *, keep: int = 200):
+        super().__init__()
         self.store = store
         self.owner = owner
-        self.conversation_id = conversation_id
-        self.count = 0
+        self.keep = keep
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        data = dict(record)
-        if self.conversation_id and not data.get("session_id"):
-            data["session_id"] = self.conversation_id
+    def append(self, record: Mapping[str, Any]) -> None:  # type: ignore[override]
         try:
-            self.store.add_debug_record(data, self.owner)
-            self.count += 1
+            self.store.add_debug_record(record, self.owner)
         except Exception:  # noqa: BLE001 - the debug log must never fail a turn
             logger.exception("could not store a debug record")
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __iter__(self):
-        return iter(())
+        super().append(dict(record))
+        if len(self) > self.keep:
+            del self[: len(self) - self.keep]

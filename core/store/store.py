@@ -75,6 +75,13 @@ def _require(actor: Any, permission: str) -> None:
         raise PermissionError(f"この操作（{permission}）を行う権限がありません。")
 
 
+def _clean_fields(entry: Mapping[str, Any], keep_contract_text: bool, *, only_given: bool = False) -> dict[str, str]:
+    from core.knowledge.export import clean_text
+
+    fields = [f for f in ENTRY_FIELDS if f in entry] if only_given else list(ENTRY_FIELDS)
+    return {f: clean_text(entry.get(f), keep_personal_data=keep_contract_text) for f in fields}
+
+
 class Store:
     """All reads and writes of the console's shared data."""
 
@@ -255,15 +262,16 @@ class Store:
             return {row.entry_id: hashlib.sha256(row.entry.encode()).hexdigest() for row in conn.execute(query)}
 
     # ---- knowledge library -----------------------------------------------------------------------
-    def record_knowledge(self, conversation_id: str | None, entries: Sequence[Mapping[str, Any]], actor: Any = None
-                         ) -> list[int]:
+    def record_knowledge(self, conversation_id: str | None, entries: Sequence[Mapping[str, Any]], actor: Any = None,
+                         *, keep_contract_text: bool = False) -> list[int]:
         """The model drafted ``entries``: update this conversation's open drafts slot by slot, or start
-        new drafts. A confirmed or archived entry is never changed by a later turn."""
+        new drafts. A confirmed or archived entry is never changed by a later turn. Personal data is
+        masked unless ``keep_contract_text``; secrets are always removed."""
         user_id, label, _, _ = _who(actor)
         ids: list[int] = []
         with self._write() as conn:
             for slot, entry in enumerate(entries):
-                data = {f: str(entry.get(f) or "") for f in ENTRY_FIELDS}
+                data = _clean_fields(entry, keep_contract_text)
                 stamp = now_iso()
                 row = None
                 if conversation_id:
@@ -334,8 +342,10 @@ class Store:
             return [r[0] for r in conn.execute(select(c.contract_type).where(c.contract_type != "").distinct()
                                                .order_by(c.contract_type))]
 
-    def edit_entry(self, entry_id: int, changes: Mapping[str, Any], actor: Any) -> dict[str, Any]:
-        """A person edits fields of an entry (any status but archived); history keeps every version."""
+    def edit_entry(self, entry_id: int, changes: Mapping[str, Any], actor: Any, *,
+                   keep_contract_text: bool = False) -> dict[str, Any]:
+        """A person edits fields of an entry (any status but archived); history keeps every version.
+        Edited text is masked like drafted text (secrets always)."""
         _require(actor, "entry.edit")
         user_id, label, _, _ = _who(actor)
         with self._write() as conn:
@@ -344,7 +354,9 @@ class Store:
                 raise KeyError(entry_id)
             if row.status == "archived":
                 raise ValueError("アーカイブ済みのナレッジは編集できません。先に復元してください。")
-            data = {f: str(changes.get(f, getattr(row, f)) or "") for f in ENTRY_FIELDS}
+            data = {f: getattr(row, f) for f in ENTRY_FIELDS}
+            data.update(_clean_fields({f: changes[f] for f in ENTRY_FIELDS if f in changes}, keep_contract_text,
+                                      only_given=True))
             if all(getattr(row, f) == data[f] for f in ENTRY_FIELDS):
                 return row._asdict()
             version = row.version + 1

@@ -245,3 +245,14 @@ def test_two_processes_writing_at_once_lose_nothing(store_url):
     for i, (out, _) in enumerate(outputs):
         rows = store.list_turns(out.strip())
         assert [r["entry"]["content"] for r in rows] == [f"p{i}-{n}" for n in range(30)]
+
+
+def test_stored_entries_mask_personal_data_unless_kept_but_never_keep_secrets(store, operator):
+    text = "担当 090-1234-5678 key sk-abcdefghijklmnopqrstuvwx"
+    [masked] = store.record_knowledge(None, [{**ENTRY, "clause_sample": text}], operator)
+    assert "090-1234-5678" not in store.get_entry(masked)["clause_sample"]
+    [kept] = store.record_knowledge(None, [{**ENTRY, "clause_sample": text}], operator, keep_contract_text=True)
+    stored = store.get_entry(kept)["clause_sample"]
+    assert "090-1234-5678" in stored and "sk-abcdefghijklmnopqrstuvwx" not in stored
+    edited = store.edit_entry(masked, {"action_plan": "連絡先 taro@example.jp"}, operator)
+    assert "taro@example.jp" not in edited["action_plan"]

@@ -1,0 +1,80 @@
+"""Exports of the knowledge library: CSV (UTF-8 with BOM, so Excel opens it), JSON, and JSONL of the
+source conversations' turns (user and assistant, with session id, turn number and timestamp).
+
+Personal data is masked by default; a reviewer may keep the contract text (``clause_sample`` and the
+other fields) unmasked, but secrets (API keys, bearer tokens) are always removed.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
+from core.debuglog import KNOWN_SECRETS
+from core.pii import mask_pii, redact_secrets
+
+ENTRY_FIELDS = ("knowledge_title", "contract_type", "target_clause", "review_points", "action_plan", "clause_sample")
+META_FIELDS = ("id", "status", "version", "conversation_id", "created_by_label", "created_at", "updated_by_label",
+               "updated_at", "confirmed_by", "confirmed_at")
+CSV_HEADERS = {"id": "No.", "status": "状態", "version": "版", "knowledge_title": "タイトル", "contract_type": "契約類型",
+               "target_clause": "対象条項", "review_points": "審査ポイント", "action_plan": "対応方針",
+               "clause_sample": "条文例", "conversation_id": "会話ID", "created_by_label": "作成者",
+               "created_at": "作成日時", "updated_by_label": "更新者", "updated_at": "更新日時",
+               "confirmed_by": "確定者", "confirmed_at": "確定日時"}
+
+
+def clean_text(text: Any, *, keep_personal_data: bool = False) -> str:
+    """Secrets always removed; personal data masked unless ``keep_personal_data``."""
+    value = redact_secrets(str(text or ""), tuple(KNOWN_SECRETS))
+    return value if keep_personal_data else mask_pii(value)
+
+
+def clean_entry(entry: Mapping[str, Any], *, keep_contract_text: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {k: entry.get(k) for k in META_FIELDS if k in entry}
+    for field in ENTRY_FIELDS:
+        out[field] = clean_text(entry.get(field), keep_personal_data=keep_contract_text)
+    return out
+
+
+def entries_csv(entries: Iterable[Mapping[str, Any]], *, keep_contract_text: bool = False) -> bytes:
+    """CSV bytes with a UTF-8 BOM and Japanese headers."""
+    import pandas as pd
+
+    rows = [clean_entry(e, keep_contract_text=keep_contract_text) for e in entries]
+    columns = [c for c in ("id", "status", "version", *ENTRY_FIELDS, *META_FIELDS[3:]) if any(c in r for r in rows)] \
+        or list(ENTRY_FIELDS)
+    frame = pd.DataFrame(rows, columns=columns).rename(columns=CSV_HEADERS)
+    return frame.to_csv(index=False).encode("utf-8-sig")
+
+
+def entries_json(entries: Iterable[Mapping[str, Any]], *, keep_contract_text: bool = False) -> str:
+    return json.dumps([clean_entry(e, keep_contract_text=keep_contract_text) for e in entries], ensure_ascii=False,
+                      indent=2, default=str)
+
+
+def turns_jsonl(turns_by_conversation: Mapping[str, Sequence[Mapping[str, Any]]], *,
+                keep_contract_text: bool = False) -> str:
+    """One line per user / assistant turn: session id, turn number, time, role, text and (assistant) the
+    validated turn JSON."""
+    lines = []
+    for session_id, turns in turns_by_conversation.items():
+        for turn in turns:
+            entry = turn.get("entry") or {}
+            text = entry.get("user_text") or entry.get("content") or entry.get("text") or entry.get("user") or ""
+            record = {"session_id": session_id, "turn": turn.get("seq"), "timestamp": turn.get("created_at"),
+                      "role": turn.get("role"), "text": clean_text(text, keep_personal_data=keep_contract_text)}
+            if turn.get("attachments"):
+                record["attachments"] = turn["attachments"]
+            if turn.get("turn_json") is not None:
+                record["turn_json"] = _clean_value(turn["turn_json"], keep_contract_text)
+            lines.append(json.dumps(record, ensure_ascii=False, default=str))
+    return "".join(line + "\n" for line in lines)
+
+
+def _clean_value(value: Any, keep: bool) -> Any:
+    if isinstance(value, str):
+        return clean_text(value, keep_personal_data=keep)
+    if isinstance(value, Mapping):
+        return {k: _clean_value(v, keep) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_value(v, keep) for v in value]
+    return value

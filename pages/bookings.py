@@ -1,0 +1,89 @@
+"""予約管理: bookings made in the diagnosis chat (console or API) — list, filter by status / urgency /
+date, open the conversation, confirm or cancel (cancelling asks first)."""
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pandas as pd
+import streamlit as st
+
+from core.markup import safe_text
+from pages.common import identity, jst, provider_caption, store
+
+STATUS = {"requested": "🟡 受付", "confirmed": "🟢 確定", "cancelled": "⚪ キャンセル"}
+URGENCY = {"critical": "🚨 緊急", "high": "高", "medium": "中", "low": "低", "none": "なし"}
+TYPES = {"dispatch": "ロードサービス・出張点検", "visit": "来店予約"}
+FIELD_LABELS = {"name": "お名前", "phone": "電話番号", "address": "現在地・住所", "preferred_datetime": "希望日時",
+                "note": "備考"}
+
+st.title("📅 予約管理")
+provider_caption()
+state = st.session_state
+who = identity()
+
+status_col, urgency_col, date_col = st.columns(3)
+statuses = status_col.multiselect("状態", list(STATUS), default=["requested", "confirmed"], format_func=STATUS.get,
+                                  key="bk_status")
+urgencies = urgency_col.multiselect("緊急度", list(URGENCY), format_func=URGENCY.get, key="bk_urgency")
+today = date.today()
+period = date_col.date_input("受付日", value=(today - timedelta(days=30), today), key="bk_dates")
+start, end = (period if isinstance(period, (list, tuple)) and len(period) == 2 else (None, None))
+bookings = store().list_bookings(status=statuses or None, urgency=urgencies or None,
+                                 date_from=start.isoformat() if start else None, date_to=end.isoformat() if end else None)
+if not bookings:
+    st.info("条件に合う予約はありません。")
+    st.stop()
+
+table = pd.DataFrame([{"予約番号": b["number"], "状態": STATUS.get(b["status"], b["status"]),
+                       "緊急度": URGENCY.get(b["urgency"] or "none", b["urgency"]), "種別": TYPES.get(b["booking_type"], b["booking_type"]),
+                       "車両": b["vehicle_label"], "お名前": b["contact"].get("name", ""), "症状": b["symptom"][:40],
+                       "受付日時": jst(b["created_at"])} for b in bookings])
+picked = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                      key="bk_table")
+st.caption(f"{len(bookings)} 件。行を選ぶと詳細と操作を表示します。")
+st.download_button("CSV（Excel 用）", table.to_csv(index=False).encode("utf-8-sig"), file_name="bookings.csv",
+                   mime="text/csv", key="bk_csv")
+rows = picked.selection.rows if picked and picked.selection else []
+if not rows:
+    st.stop()
+booking = bookings[rows[0]]
+number = booking["number"]
+
+
+def _set(status: str) -> None:
+    try:
+        store().set_booking_status(number, status, identity())
+        st.toast(f"{number} を「{STATUS[status]}」にしました。", icon="✅")
+    except (PermissionError, ValueError) as exc:
+        st.toast(str(exc), icon="⚠️")
+    state.bk_cancel_confirm = None
+
+
+st.divider()
+st.subheader(f"予約 {number}")
+st.markdown("\n".join(f"- **{FIELD_LABELS.get(k, safe_text(k, single_line=True))}:** {safe_text(str(v), single_line=True) or '—'}"
+                      for k, v in booking["contact"].items()))
+st.caption(f"{TYPES.get(booking['booking_type'], booking['booking_type'])} · 緊急度 "
+           f"{URGENCY.get(booking['urgency'] or 'none', booking['urgency'])} · 受付 {jst(booking['created_at'])}"
+           f"（{safe_text(booking['created_by_label'], single_line=True) or '—'}）")
+if booking["symptom"]:
+    st.markdown(f"**症状:** {safe_text(booking['symptom'], single_line=True)}")
+if booking.get("conversation_id"):
+    st.page_link("pages/diagnosis.py", label="問診の会話を開く", icon="🚗",
+                 query_params={"session": booking["conversation_id"]})
+if booking["status"] != "cancelled":
+    c1, c2 = st.columns(2)
+    if booking["status"] == "requested":
+        c1.button("確定にする", key="bk_confirm", on_click=_set, args=("confirmed",), type="primary",
+                  disabled=not who.can("booking.update"))
+    if state.get("bk_cancel_confirm") != number:
+        c2.button("キャンセルする", key="bk_cancel", on_click=lambda: state.update(bk_cancel_confirm=number),
+                  disabled=not who.can("booking.update"))
+    else:
+        st.warning(f"予約 {number} をキャンセルします。キャンセルした予約は元に戻せません。よろしいですか？")
+        y, n = st.columns(2)
+        y.button("はい、キャンセルする", key="bk_cancel_yes", on_click=_set, args=("cancelled",), type="primary")
+        n.button("いいえ", key="bk_cancel_no", on_click=lambda: state.update(bk_cancel_confirm=None))
+with st.expander("🕘 操作履歴"):
+    for a in store().list_audit("booking", number):
+        st.caption(f"{jst(a['at'])} · {safe_text(a['actor_label'], single_line=True)} · {a['action']}")

@@ -1,0 +1,114 @@
+"""ナレッジライブラリ: every drafted knowledge entry — search, filter, open the source conversation,
+edit with history, confirm / archive, export (CSV with BOM, JSON, JSONL of the turns)."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.knowledge.export import ENTRY_FIELDS, entries_csv, entries_json, turns_jsonl
+from core.markup import safe_text
+from pages.common import identity, jst, provider_caption, store
+
+LABELS = {"knowledge_title": "タイトル", "contract_type": "契約類型", "target_clause": "対象条項",
+          "review_points": "審査ポイント", "action_plan": "対応方針", "clause_sample": "条文例"}
+STATUS = {"draft": "🟡 下書き", "confirmed": "🟢 確定済み", "archived": "⚪ アーカイブ"}
+ACTIONS = {"edit": "編集", "drafted": "草案作成", "model_update": "草案更新", "confirm": "確定", "archive": "アーカイブ",
+           "restore": "復元"}
+
+st.title("📚 ナレッジライブラリ")
+provider_caption()
+st.caption("契約ナレッジ作成で作られたすべてのナレッジです。確定済みのナレッジは、その後の会話で変更されません。")
+who = identity()
+
+# ---- filters ---------------------------------------------------------------------------------------
+search_col, status_col, type_col = st.columns([3, 2, 2])
+query = search_col.text_input("検索（タイトル・契約類型・条項・本文）", key="lib_query", max_chars=200)
+statuses = status_col.multiselect("状態", list(STATUS), default=["draft", "confirmed"], format_func=STATUS.get,
+                                  key="lib_status")
+types = type_col.multiselect("契約類型", store().contract_types(), key="lib_types")
+entries = store().list_entries(status=statuses or None, contract_type=types or None, query=query)
+
+if not entries:
+    st.info("条件に合うナレッジはありません。")
+    st.stop()
+
+table = pd.DataFrame([{"No.": e["id"], "状態": STATUS.get(e["status"], e["status"]), "タイトル": e["knowledge_title"],
+                       "契約類型": e["contract_type"], "対象条項": e["target_clause"], "版": e["version"],
+                       "更新者": e["updated_by_label"], "更新日時": jst(e["updated_at"])} for e in entries])
+picked = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                      key="lib_table")
+rows = picked.selection.rows if picked and picked.selection else []
+st.caption(f"{len(entries)} 件。行を選ぶと詳細・編集・履歴を表示します。")
+
+# ---- export ----------------------------------------------------------------------------------------
+with st.expander("⬇️ エクスポート（表示中の全件）"):
+    keep = st.checkbox("契約本文の個人情報をマスクしない（API キーなどの秘密情報は常に除去されます）", key="lib_keep")
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("CSV（Excel 用）", entries_csv(entries, keep_contract_text=keep), file_name="knowledge.csv",
+                       mime="text/csv", key="lib_csv")
+    c2.download_button("JSON", entries_json(entries, keep_contract_text=keep), file_name="knowledge.json",
+                       mime="application/json", key="lib_json")
+    conversations = sorted({e["conversation_id"] for e in entries if e.get("conversation_id")})
+    c3.download_button("会話 JSONL", turns_jsonl({cid: store().list_turns(cid) for cid in conversations},
+                                                keep_contract_text=keep),
+                       file_name="knowledge_turns.jsonl", mime="application/jsonl", key="lib_jsonl")
+
+if not rows:
+    st.stop()
+entry = entries[rows[0]]
+eid = entry["id"]
+
+
+def _status(action: str) -> None:
+    try:
+        store().set_entry_status(eid, action, identity())
+        st.toast("更新しました。", icon="✅")
+    except (PermissionError, ValueError) as exc:
+        st.toast(str(exc), icon="⚠️")
+
+
+# ---- detail ----------------------------------------------------------------------------------------
+st.divider()
+st.subheader(f"No.{eid} {safe_text(entry['knowledge_title'], single_line=True) or '（タイトル未設定）'}")
+st.caption(f"{STATUS.get(entry['status'], entry['status'])} · 版 {entry['version']} · 作成 {entry['created_by_label']}"
+           f"（{jst(entry['created_at'])}）· 更新 {entry['updated_by_label']}（{jst(entry['updated_at'])}）"
+           + (f" · 確定 {entry['confirmed_by']}（{jst(entry['confirmed_at'])}）" if entry.get("confirmed_at") else ""))
+if entry.get("conversation_id"):
+    st.page_link("pages/knowledge.py", label="元の会話を開く", icon="💬", query_params={"session": entry["conversation_id"]})
+
+buttons = st.columns(3)
+if entry["status"] == "draft":
+    buttons[0].button("✅ 確定する", key="lib_confirm", on_click=_status, args=("confirm",), type="primary",
+                      disabled=not who.can("entry.confirm"))
+if entry["status"] != "archived":
+    buttons[1].button("🗄️ アーカイブする", key="lib_archive", on_click=_status, args=("archive",),
+                      disabled=not who.can("entry.archive"),
+                      help=None if who.can("entry.archive") else "アーカイブは管理者のみ行えます。")
+else:
+    buttons[1].button("↩️ 下書きに戻す", key="lib_restore", on_click=_status, args=("restore",),
+                      disabled=not who.can("entry.archive"))
+
+if entry["status"] == "archived":
+    for field in ENTRY_FIELDS:
+        st.markdown(f"**{LABELS[field]}**")
+        st.text(entry[field] or "—")
+else:
+    with st.form(f"lib_edit_{eid}"):
+        values = {f: (st.text_area if f in ("review_points", "action_plan", "clause_sample") else st.text_input)(
+            LABELS[f], value=entry[f], key=f"lib_field_{eid}_{f}") for f in ENTRY_FIELDS}
+        keep_edit = st.checkbox("個人情報をマスクしない", key=f"lib_keep_edit_{eid}")
+        saved = st.form_submit_button("変更を保存", disabled=not who.can("entry.edit"))
+    if saved:
+        try:
+            store().edit_entry(eid, values, identity(), keep_contract_text=keep_edit)
+            st.toast("保存しました（履歴に記録されました）。", icon="💾")
+            st.rerun()
+        except (PermissionError, ValueError) as exc:
+            st.error(str(exc))
+
+with st.expander("🕘 変更履歴"):
+    for h in reversed(store().entry_history(eid)):
+        st.markdown(f"**版 {h['version']}** · {ACTIONS.get(h['action'], h['action'])} · "
+                    f"{safe_text(h['changed_by_label'], single_line=True)} · {jst(h['changed_at'])}")
+        st.caption(" / ".join(f"{LABELS[f]}: {safe_text(str(h['data'].get(f, ''))[:80], single_line=True)}"
+                              for f in ("knowledge_title", "action_plan")))
