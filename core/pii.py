@@ -279,11 +279,26 @@ def _apply(text: str, spans: list[Finding], kinds: frozenset[str]) -> str:
 _ALL = frozenset(KINDS)
 
 
+MAX_PASSES = 4
+
+
+def _mask(text: str, extra_secrets: tuple[str, ...], kinds: frozenset[str]) -> str:
+    """Mask until nothing more is found. A label can give a neighbour the boundary it lacked
+    (``0901234567Authorization: x`` → ``[電話番号]Authorization: x``), so a text that changed is
+    scanned again; each pass is linear and a second pass almost never finds anything."""
+    for _ in range(MAX_PASSES):
+        if not text:
+            return text
+        masked = _apply(text, find_spans(text, extra_secrets), kinds)
+        if masked == text:
+            return text
+        text = masked
+    return text
+
+
 def mask_text(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
     """``text`` with personal data and secrets replaced by labels such as ``[電話番号]`` / ``[秘匿]``."""
-    if not text:
-        return text
-    return _apply(text, find_spans(text, extra_secrets), _ALL)
+    return _mask(text, extra_secrets, _ALL)
 
 
 def mask_pii(text: str) -> str:
@@ -300,9 +315,7 @@ def find_pii(text: str) -> list[str]:
 
 def redact_secrets(text: str, extra: tuple[str, ...] = ()) -> str:
     """``text`` with secrets (and the ``extra`` literal values) replaced by ``[秘匿]``."""
-    if not text:
-        return text
-    return _apply(text, find_spans(text, extra), frozenset({"secret"}))
+    return _mask(text, extra, frozenset({"secret"}))
 
 
 def scrub(value: Any, extra_secrets: tuple[str, ...] = ()) -> Any:
