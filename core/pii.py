@@ -71,7 +71,8 @@ _EMAIL = re2.compile(r"[A-Za-z0-9._%+\-]+(?:@|\s?[(\[](?i:at)[)\]]\s?)"
                      r"[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
 _PREF = r"(?:北海道|東京都|(?:京都|大阪)府|[一-龥]{2,3}県)"
 _CITY = r"[一-龥々ヶケ]{1,6}[市区町村郡]"
-_TOWN = r"[一-龥々ぁ-んァ-ヶーケ0-9]{0,12}?"  # 北1条西2丁目: digits may be part of the town name
+# Town: kanji, katakana, の/ヶ and digits (北1条西2丁目); no other hiragana, so 「横浜市内で3-4回」 is no address.
+_TOWN = r"[一-龥々ァ-ヶーケの0-9]{0,12}?"
 _NUM = r"(?:[0-9]{1,5}|[一二三四五六七八九十百〇]{1,4})"
 _DASH = r"(?:-|ー|の)"
 # 六丁目十番一号, 3丁目1番, 1-2-3, 5番地2, 1-1 …
