@@ -12,16 +12,20 @@ strikethrough, no linkify) and re-emits markdown in which
 - links keep their text, never their URL: an ``http(s)`` link is followed by its host as plain
   text, e.g. ``説明書 (example.com)``; autolinks ``<http://…>`` become plain text;
 - raw HTML (block and inline) is shown as text, escaped;
-- every text run is *literal*: all ASCII punctuation is backslash-escaped (CommonMark allows it
-  for any ASCII punctuation), so ``$…$`` math, ``:red[…]`` directives, entities and stray
-  markers show as typed;
+- every text run is *literal*: the characters that open inline markup (``\\ ` * _ ~ [ ] & $ | #``)
+  are backslash-escaped, ``<``/``>`` become ``&lt;``/``&gt;``, and a line starting like a block
+  (``- x``, ``+ x``, ``===``, ``:-``, ``1. x``) gets its marker escaped; a ``(`` right after ``]`` is
+  escaped too, so not even the raw string holds ``](http``. ``$…$`` math, ``:red[…]``
+  directives, entities, tables and stray markers show as typed while ordinary text (``第8条(損害賠償)``,
+  ``p.12``) stays readable in the raw string;
 - URL-like sequences are neutralised in the text itself, because the GFM autolinker works on the
   unescaped text: ``://`` becomes ``:／／`` (U+FF0F), ``www.`` (any case) becomes ``www．``
   (U+FF0E) and ``@`` becomes ``＠`` (U+FF20), so no ``http://``, ``www.`` or e-mail autolink can
   form — also inside code spans and blocks, which keeps the rule simple and checkable;
 - single newlines become hard breaks (``\\`` + newline), so chat text keeps its line breaks;
   paragraphs, headings, lists (bullet / ordered, nested, tight / loose), block quotes, emphasis,
-  strikethrough, inline code, code blocks and tables are kept.
+  strikethrough, inline code, code blocks and tables are kept (emphasis nested with the same
+  marker, e.g. ``***a*a*``, may come out grouped differently: a cosmetic, not a safety, difference).
 
 :func:`safe_text` is the plain-text variant for labels and titles: the whole string is literal
 (no markdown at all), neutralised the same way.
@@ -31,7 +35,6 @@ markdown-it's ``maxNesting`` (deeper content is dropped by the parser, not rende
 """
 from __future__ import annotations
 
-import string
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
@@ -43,8 +46,11 @@ TRUNCATED_NOTE = "…（長すぎるため、以降の表示を省略しまし�
 IMAGE_PLACEHOLDER = "[画像]"
 
 _PARSER = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable(["table", "strikethrough"])
-_ESCAPES = str.maketrans({**{c: "\\" + c for c in string.punctuation}, "<": "&lt;", ">": "&gt;"})
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+# Characters that can open inline markup anywhere in a line ("(" or "!" only matter after "]" or
+# before "[", which are escaped); "<" and ">" become entities so no "<img"/"<a" ever stands in the text.
+_ESCAPES = str.maketrans({**{c: "\\" + c for c in "\\`*_~[]&$|#"}, "<": "&lt;", ">": "&gt;"})
+_LINE_START = frozenset("-+=:")  # lists, setext underlines, thematic breaks, table delimiter rows
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _HARD_BREAK = "\\\n"
 _ALIGN = {"text-align:left": ":---", "text-align:right": "---:", "text-align:center": ":---:"}
 
@@ -70,16 +76,37 @@ def neutralise_urls(text: str) -> str:
 
 
 def _literal(text: str) -> str:
-    return neutralise_urls(text).translate(_ESCAPES)
+    # "](" cannot open a link once "]" is escaped; "\\(" as well keeps even the raw text free of "](http"
+    return neutralise_urls(text).translate(_ESCAPES).replace("](", "]\\(")
+
+
+def _guard_line(line: str) -> str:
+    """Escape what would start a block at the beginning of a line: ``- x``, ``+ x``, ``===``, ``1. x``."""
+    if not line:
+        return line
+    if line[0] in _LINE_START:
+        return "\\" + line
+    digits = 0
+    while digits < len(line) and digits < 10 and "0" <= line[digits] <= "9":
+        digits += 1
+    if 0 < digits < 10 and digits < len(line) and line[digits] in ".)":
+        return line[:digits] + "\\" + line[digits:]
+    return line
+
+
+def _guard_lines(text: str) -> str:
+    return "\n".join(_guard_line(line) for line in text.split("\n"))
 
 
 def safe_text(text: str, *, single_line: bool = False) -> str:
     """``text`` as literal markdown (no formatting, links or images), line breaks kept as hard
     breaks — or folded into spaces with ``single_line`` (titles, labels)."""
-    lines = _cap(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = [line.strip() for line in _cap(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     if single_line:
-        return " ".join(_literal(line) for line in lines).strip()
-    return _HARD_BREAK.join(_literal(line).strip() for line in lines)
+        return _guard_line(_literal(" ".join(line for line in lines if line)))
+    kept = [i for i, line in enumerate(lines) if line]
+    lines = lines[kept[0]:kept[-1] + 1] if kept else []  # no break before the first or after the last line
+    return _HARD_BREAK.join(_guard_line(_literal(line)) for line in lines)
 
 
 def _host(href: str) -> str:
@@ -99,7 +126,13 @@ def _code_fence(content: str, char: str = "`") -> str:
 
 
 def _inline(node: SyntaxTreeNode, breaks: str) -> str:
-    return "".join(_inline_node(child, breaks) for child in node.children)
+    parts: list[str] = []
+    for child in node.children:
+        part = _inline_node(child, breaks)
+        if part.startswith("(") and parts and parts[-1].endswith("]"):  # text "(" after an escaped "]"
+            part = "\\" + part
+        parts.append(part)
+    return "".join(parts)
 
 
 def _inline_node(node: SyntaxTreeNode, breaks: str) -> str:
@@ -115,8 +148,10 @@ def _inline_node(node: SyntaxTreeNode, breaks: str) -> str:
     if kind == "code_inline":
         content = neutralise_urls(node.content)
         fence = _code_fence(content)
+        if not content.strip(" "):
+            return f"{fence}{content}{fence}" if content else ""
         pad = " " if content.startswith(("`", " ")) or content.endswith(("`", " ")) else ""
-        return f"{fence}{pad}{content}{pad}{fence}" if content.strip() else _literal(content)
+        return f"{fence}{pad}{content}{pad}{fence}"
     if kind == "link":
         text = _inline(node, breaks)
         host = "" if node.markup == "autolink" else _host(str(node.attrs.get("href") or ""))
@@ -156,7 +191,7 @@ def _table(node: SyntaxTreeNode) -> str:
             for cell in tr.children:
                 if section.type == "thead":
                     aligns.append(_ALIGN.get(str(cell.attrs.get("style", "")), "---"))
-                cells.append(_inline(cell.children[0], " ") if cell.children else "")
+                cells.append(_guard_line(_inline(cell.children[0], " ")) if cell.children else "")
             rows.append(cells)
     if not rows:
         return ""
@@ -168,9 +203,9 @@ def _table(node: SyntaxTreeNode) -> str:
 def _block(node: SyntaxTreeNode) -> str:
     kind = node.type
     if kind == "paragraph":
-        return _inline(node.children[0], _HARD_BREAK) if node.children else ""
+        return _guard_lines(_inline(node.children[0], _HARD_BREAK)) if node.children else ""
     if kind == "heading":
-        return "#" * int(node.tag[1:]) + " " + (_inline(node.children[0], " ") if node.children else "")
+        return "#" * int(node.tag[1:]) + " " + (_guard_line(_inline(node.children[0], " ")) if node.children else "")
     if kind in ("bullet_list", "ordered_list"):
         return _list(node)
     if kind == "blockquote":
@@ -178,7 +213,7 @@ def _block(node: SyntaxTreeNode) -> str:
         return "\n".join("> " + line if line else ">" for line in inner.split("\n"))
     if kind in ("fence", "code_block"):
         content = neutralise_urls(node.content)
-        if not content.endswith("\n"):
+        if content and not content.endswith("\n"):
             content += "\n"
         fence = max(_code_fence(content), "```", key=len)
         language = "".join(c for c in (node.info or "").split(" ")[0][:20] if c.isascii() and (c.isalnum() or c in "+-_"))

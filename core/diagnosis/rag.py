@@ -1,7 +1,8 @@
 """Manual retrieval for the diagnosis flow (seed 000 §10): search, filter, cite, format.
 
 Hits with ``score > keep_score`` (0.3) are kept, one per section (long sections come back as
-several chunks). ``rag_context`` is the text embedded in the prompts, ``to_sources`` the citations
+several chunks). ``rag_context`` is the text embedded in the prompts (each excerpt in its own
+``core.untrusted`` data block: manual text is data, never instructions), ``to_sources`` the citations
 put on the response. A failing retriever means no hits, never an exception.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import RagSource
+from core.untrusted import data_block
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +96,7 @@ def rag_context(hits: list[RagHit], max_chars: int = 900) -> str:
     blocks = []
     for h in hits:
         warn = " ⚠警告あり" if h.has_warning else ""
-        blocks.append(f"[{h.section} p.{h.page} {h.content_type}{warn}] {h.section_id}\n{h.text[:max_chars]}")
+        blocks.append(data_block(f"[{h.section} p.{h.page} {h.content_type}{warn}] {h.section_id}\n{h.text[:max_chars]}"))
     return "\n\n".join(blocks)
 
 

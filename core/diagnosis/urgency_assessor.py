@@ -19,6 +19,7 @@ from core.diagnosis.rag import DANGER_TYPES, RagHit
 from core.diagnosis.urgency_rules import KeywordUrgency
 from core.pii import mask_pii
 from core.prompts import load_prompt, render
+from core.untrusted import data_block
 
 LEVEL_DEFAULTS: dict[str, tuple[str, bool]] = {
     "critical": ("immediate", False), "high": ("today", True), "medium": ("this_week", True),
@@ -88,7 +89,8 @@ class UrgencyAssessor:
         keyword = self.ctx.rules.check_many(texts)
         warnings = [h for h in hits if h.has_warning or h.content_type in DANGER_TYPES]
         vehicle = f"{session.make or ''} {session.model or ''} {session.year or ''}".strip()
-        warning_text = "\n\n".join(f"[{h.section} p.{h.page} {h.content_type}]\n{h.text[:600]}" for h in warnings) \
+        warning_text = "\n\n".join(data_block(f"[{h.section} p.{h.page} {h.content_type}]\n{h.text[:600]}")
+                                   for h in warnings) \
             or "（警告・危険に関する記載は見つかりませんでした）"
         keyword_text = f"{keyword.level}（{'、'.join(keyword.reasons) or '該当ルールなし'}）"
         messages = [

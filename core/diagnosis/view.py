@@ -9,6 +9,9 @@ The transcript is a list of plain dicts kept in the page's session state::
 :func:`send` runs one request through the ``ChatService`` and updates the transcript: a rewind cuts
 it back to the input that created that rewind point (the restored prompt is then the last
 assistant entry again), a restart or an expired session starts it afresh.
+
+Labels that carry manual or model text (citations, the excerpt of a source, urgency reasons) are
+markdown made safe by ``core.markup``: no image, link or autolink from that text ever renders.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from core.diagnosis.actions import BOOKING, RESTART, SUBMIT_BOOKING
 from core.diagnosis.catalog import default_catalog, find_vehicle
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, SessionState, UrgencyInfo
 from core.diagnosis.service import ChatService
+from core.markup import safe_markdown, safe_text
 from core.paths import ROOT
 
 STEP_LABELS = {"vehicle_id": "車両の選択", "photo_confirm": "車両の写真確認", "free_text": "症状の入力",
@@ -70,7 +74,7 @@ def urgency_banner(urgency: UrgencyInfo | None) -> Banner | None:
         parts.append(f"来場の目安: {VISIT_LABELS.get(urgency.visit_urgency, urgency.visit_urgency)}")
     text = " · ".join(parts)
     if urgency.reasons:
-        text += "\n\n判断の理由: " + "／".join(urgency.reasons[:4])
+        text += "\n\n判断の理由: " + "／".join(safe_text(r, single_line=True) for r in urgency.reasons[:4])
     return Banner(kind, icon, text)
 
 
@@ -78,7 +82,7 @@ def citation_caption(sources: list[dict[str, Any]], limit: int = 3) -> str:
     """「📖 参照: 「節」p.N ／ …」 for the first ``limit`` sources ('' when none)."""
     if not sources:
         return ""
-    shown = "／".join(f"「{s['section']}」p.{s['page']}" for s in sources[:limit])
+    shown = "／".join(f"「{safe_text(s['section'], single_line=True)}」p.{s['page']}" for s in sources[:limit])
     more = f" ほか {len(sources) - limit} 件" if len(sources) > limit else ""
     return f"📖 参照した取扱説明書: {shown}{more}"
 
@@ -170,14 +174,15 @@ def state_rows(session: SessionState | None, response: ChatResponse | None) -> l
     if session.booking_type:
         rows.append(("予約種別", BOOKING_LABELS.get(session.booking_type, session.booking_type)))
     if urgency is not None and urgency.reasons:
-        rows.append(("判断の理由", "／".join(urgency.reasons[:3])))
+        rows.append(("判断の理由", "／".join(safe_text(r, single_line=True) for r in urgency.reasons[:3])))
     rows.append(("セッション", session.session_id))
     return rows
 
 
 def source_details(source: dict[str, Any]) -> str:
-    """The expander body of one citation: the manual text excerpt and the score."""
-    return f"**「{source['section']}」 p.{source['page']}**（スコア {source['score']:.2f}）\n\n{source.get('content') or ''}"
+    """The expander body of one citation: the manual text excerpt (safe markdown) and the score."""
+    heading = f"**「{safe_text(source['section'], single_line=True)}」 p.{source['page']}**（スコア {source['score']:.2f}）"
+    return f"{heading}\n\n{safe_markdown(source.get('content') or '')}".rstrip()
 
 
 __all__ = ["Banner", "asset_path", "assistant_entry", "citation_caption", "drive_label",

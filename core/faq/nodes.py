@@ -19,6 +19,7 @@ from core.faq.state import StateView, thaw
 from core.pii import mask_pii
 from core.prompts import load_prompt, render
 from core.schemas import load_schema
+from core.untrusted import data_block
 
 TASK_NODES = ("GE", "TOOL", "NLG")
 NON_TASK = ("oos", "question")
@@ -212,7 +213,8 @@ def tool(view: StateView, ctx: FlowContext) -> dict[str, Any]:
 # ---- NLG (answer with citations) ---------------------------------------------------------------
 
 def _articles_text(hits: list[dict[str, Any]]) -> str:
-    return "\n\n".join(f"[{h['id']}] {h['title']}（カテゴリ: {h['category']}）\n{h['text']}" for h in hits)
+    """Each article in its own data block: article text is data for the answer, never instructions."""
+    return "\n\n".join(data_block(f"[{h['id']}] {h['title']}（カテゴリ: {h['category']}）\n{h['text']}") for h in hits)
 
 
 def _not_found(trace: dict[str, Any]) -> dict[str, Any]:

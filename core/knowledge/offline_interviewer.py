@@ -15,6 +15,7 @@ from typing import Any
 
 from core.llm.base import LLMRequest
 from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
+from core.untrusted import strip_markers
 
 CONTRACT_TYPES = (
     "秘密保持契約", "業務委託契約", "請負契約", "準委任契約", "売買契約", "取引基本契約", "ライセンス契約",
@@ -104,7 +105,7 @@ def _split_payload(content: str) -> tuple[str, str]:
     content = content.split(SCHEMA_INSTRUCTION_MARKER)[0]
     instruction, _, attachments = content.partition("添付テキスト:")
     instruction = instruction.replace("ユーザー指示:", "", 1).strip()
-    return instruction, attachments.strip()
+    return instruction, strip_markers(attachments).strip()
 
 
 def _is_repair(content: str) -> bool:

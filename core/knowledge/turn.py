@@ -1,7 +1,8 @@
 """One knowledge-interview turn: the seed 001 message stack and ``call_llm``.
 
 Stack: system prompt, an assistant few-shot turn that is itself schema-valid, the history
-(user / assistant), then the user payload ``ユーザー指示:`` + ``添付テキスト:``.
+(user / assistant), then the user payload ``ユーザー指示:`` + ``添付テキスト:``. Each attachment
+text goes inside its own ``core.untrusted`` data block, which the system prompt says is data only.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from core.engine import RetryPolicy, structured_call
 from core.prompts import load_prompt
 from core.results import TurnResult
 from core.schemas import embed_entry_schema, load_schema, to_strict_schema
+from core.untrusted import data_block
 from core.validation import parse_and_validate_turn
 
 TURN_SCHEMA_NAME = "knowledge_llm_turn"
@@ -37,7 +39,7 @@ def build_user_payload(user_text: str, file_texts: Sequence[str] | None) -> str:
     if user_text:
         parts.append(f"ユーザー指示:\n{user_text}")
     if file_texts:
-        parts.append("添付テキスト:\n" + "\n\n".join(file_texts))
+        parts.append("添付テキスト:\n" + "\n\n".join(data_block(text) for text in file_texts))
     return "\n\n".join(parts)
 
 

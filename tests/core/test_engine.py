@@ -38,7 +38,8 @@ def test_ok_first_try_builds_the_seed_message_stack():
     few_shot = json.loads(messages[1]["content"])
     from core import parse_and_validate_turn
     assert parse_and_validate_turn(messages[1]["content"], turn_schema(), entry_schema()).ok, few_shot
-    assert messages[-1]["content"] == "ユーザー指示:\n事例です\n\n添付テキスト:\n【a.txt】\n第1条（目的）"
+    assert messages[-1]["content"] == ("ユーザー指示:\n事例です\n\n添付テキスト:\n<<<DOCUMENT>>>\n【a.txt】\n第1条（目的）\n"
+                                       "<<<END DOCUMENT>>>")
     fmt = client.requests[0].response_format
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
 

