@@ -53,7 +53,7 @@ _SECRETS = tuple(re2.compile(p) for p in (
     # key = value pairs (JSON, YAML, query strings, headers).
     rf"""(?i)(?:^|[^a-z0-9_])(?:{_SECRET_NAMES})["']?\s*[:=]\s*""" + f"(?:{_QUOTED}|([^\\s\"'&,;{{}}\\[\\]<>]{{4,}}))",
     r"""(?:パスワード|暗証番号)\s*(?:[:=]|は)\s*([!-~]{4,})""",
-    # Credentials in URLs: https://user:password@host, …?sig=…
+    # Signed URLs: …?sig=…, …&key=… (user:password@ is _USERINFO below)
     r"""(?i)[?&](?:sig|signature|key|code)=([^\s&#"'<>]{4,})""",
     r"""(?i)(?:^|[^a-z0-9_])bearer\s+([a-z0-9\-._~+/]{8,}=*)""",
     # Tokens recognisable by their shape.
