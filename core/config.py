@@ -7,7 +7,9 @@
 | OPENAI_MODEL | model / deployment name | gpt-4o-mini |
 | KAIWA_PROVIDER | force ``offline`` or ``openai`` | auto |
 | KAIWA_STRATEGIES | fallback chain, comma separated | structured_output,tool_call,prompt_extract |
-| KAIWA_TIMEOUT | seconds per model request | 60 |
+| KAIWA_TIMEOUT | seconds one whole model request may take | 60 |
+| KAIWA_TURN_DEADLINE | seconds one model call may take with its retries, waits and repairs | 3 × KAIWA_TIMEOUT |
+| KAIWA_MAX_OUTPUT_BYTES | cap on a model's output before parsing, masking and logging | 262144 (256 KB) |
 | KAIWA_DEBUG | debug log on at start (1/0) | 1 |
 """
 from __future__ import annotations
@@ -16,7 +18,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from core.llm.base import DEFAULT_MAX_OUTPUT_BYTES
 from core.llm.strategies import ALL_STRATEGIES, DEFAULT_CHAIN
+
+DEADLINE_FACTOR = 3.0  # default KAIWA_TURN_DEADLINE in request timeouts
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,12 @@ class Settings:
     strategies: tuple[str, ...] = DEFAULT_CHAIN
     timeout: float = 60.0
     debug: bool = True
+    turn_deadline: float | None = None  # None: DEADLINE_FACTOR × timeout
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+
+    @property
+    def deadline_seconds(self) -> float:
+        return self.turn_deadline or DEADLINE_FACTOR * self.timeout
 
     @property
     def online_configured(self) -> bool:
@@ -58,10 +69,14 @@ def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str
         value = source.get(key)
         return value.strip() if isinstance(value, str) and value.strip() else None
 
-    try:
-        timeout = float(get("KAIWA_TIMEOUT") or 60)
-    except ValueError:
-        timeout = 60.0
+    def number(key: str, default: float | None) -> float | None:
+        try:
+            value = float(get(key) or "nan")
+        except ValueError:
+            return default
+        return value if value > 0 and value != float("inf") else default  # NaN, 0, negative: default
+
+    timeout = number("KAIWA_TIMEOUT", 60.0) or 60.0
     return Settings(
         openai_api_key=get("OPENAI_API_KEY"),
         openai_base_url=get("OPENAI_BASE_URL"),
@@ -70,4 +85,6 @@ def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str
         strategies=_parse_strategies(get("KAIWA_STRATEGIES")),
         timeout=timeout,
         debug=(get("KAIWA_DEBUG") or "1") not in ("0", "false", "no", "off"),
+        turn_deadline=number("KAIWA_TURN_DEADLINE", None),
+        max_output_bytes=int(number("KAIWA_MAX_OUTPUT_BYTES", DEFAULT_MAX_OUTPUT_BYTES) or DEFAULT_MAX_OUTPUT_BYTES),
     )

@@ -16,6 +16,8 @@ from core.pii import scrub
 
 # Secrets known at run time (the configured API key) are added here by the registry.
 KNOWN_SECRETS: set[str] = set()
+MAX_RAW_CHARS = 256 * 1024  # a record keeps at most this much of an output (the engine caps earlier)
+MAX_ERROR_BODY_CHARS = 2000
 
 
 @dataclass
@@ -31,7 +33,14 @@ class CallTags:
 def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, attempt: int, kind: str,
                 request: LLMRequest, raw: str | None, outcome: str, errors: list[str] | None = None,
                 latency_ms: float = 0.0, usage: dict[str, Any] | None = None,
-                parse_stage: str | None = None) -> dict[str, Any]:
+                parse_stage: str | None = None, raw_bytes: int | None = None, error_body: str | None = None,
+                status: int | None = None) -> dict[str, Any]:
+    """One scrubbed record. ``raw`` longer than ``MAX_RAW_CHARS`` keeps its head; ``raw_bytes`` (the
+    full size of an output the engine capped) and a provider's ``error_body`` / HTTP ``status`` are
+    kept when given."""
+    if raw is not None and len(raw) > MAX_RAW_CHARS:
+        raw_bytes = raw_bytes or len(raw.encode("utf-8", "replace"))
+        raw = raw[:MAX_RAW_CHARS]
     record = {
         "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "session_id": tags.session_id,
@@ -53,6 +62,12 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
         "latency_ms": round(latency_ms, 1),
         "usage": dict(usage or {}),
     }
+    if raw_bytes is not None:
+        record["raw_output_bytes"] = raw_bytes  # the output was capped: raw_output is its head
+    if status is not None:
+        record["http_status"] = status
+    if error_body:
+        record["error_body"] = error_body[:MAX_ERROR_BODY_CHARS]
     return scrub(record, tuple(KNOWN_SECRETS))
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.llm.base import PROVIDER_KIND_JA
+
 PARSE_ERROR = "parse_error"
 SCHEMA_ERROR = "schema_error"
 ENTRY_SCHEMA_ERROR = "entry_schema_error"
@@ -35,7 +37,9 @@ class StructuredResult:
     method: str | None = None
     repairs: int = 0
     parse_stage: str | None = None
-    provider_error: str | None = None  # timeout / rate_limit / server_error / connection / auth / bad_request / refusal / unknown
+    # timeout / deadline / rate_limit / server_error / connection / bad_response / auth / forbidden /
+    # not_found / bad_request / unsupported / refusal / truncated / unknown (core.llm.base)
+    provider_error: str | None = None
 
     @property
     def error_text(self) -> str:
@@ -44,6 +48,16 @@ class StructuredResult:
     @property
     def error_label(self) -> str:
         return ERROR_LABELS_JA.get(self.error_type or "", "不明なエラー")
+
+    @property
+    def status_label(self) -> str:
+        """A one-line heading for the turn: success, a failed model call (by kind), or failed validation."""
+        if self.ok:
+            return "応答しました"
+        if self.error_type == PROVIDER_ERROR:
+            kind = PROVIDER_KIND_JA.get(self.provider_error or "", PROVIDER_KIND_JA["unknown"])
+            return f"モデルの呼び出しに失敗しました（{kind}）"
+        return "応答の検証に失敗しました"
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 import core.engine
+from tests.fakes.plugin import fake_openai  # noqa: F401 - fake OpenAI-compatible server fixture
 
 
 @pytest.fixture(autouse=True)

@@ -118,7 +118,8 @@ def assistant_entry(response: ChatResponse) -> dict[str, Any]:
     judged = None
     if judgment is not None:
         method = JUDGMENT_METHODS.get(judgment.method, judgment.method)
-        judged = (f"入力を選択肢「{judgment.value}」として受け付けました（判定: {method}）" if judgment.value
+        judged = (f"入力を選択肢「{safe_text(judgment.value, single_line=True)}」として受け付けました（判定: {method}）"
+                  if judgment.value
                   else f"入力をどの選択肢とも判断できませんでした（判定: {method}）")
     return {"role": "assistant", "step": response.current_step, "message": response.prompt.message,
             "sources": [s.model_dump(include={"section_id", "section", "page", "score", "content"})

@@ -19,7 +19,8 @@ class ProviderRegistry:
         self._factories = factories or {
             "offline": lambda s: OfflineClient(),
             "openai": lambda s: OpenAICompatibleClient(model=s.openai_model, api_key=s.openai_api_key,
-                                                       base_url=s.openai_base_url, timeout=s.timeout),
+                                                       base_url=s.openai_base_url, timeout=s.timeout,
+                                                       max_output_bytes=s.max_output_bytes),
         }
         if settings.openai_api_key:
             KNOWN_SECRETS.add(settings.openai_api_key)
@@ -33,6 +34,8 @@ class ProviderRegistry:
         if self._active is None:
             self._active = self._factories[self.active_name](self.settings)
             self._active.strategies = self.settings.strategies
+            self._active.turn_deadline = self.settings.deadline_seconds
+            self._active.max_output_bytes = self.settings.max_output_bytes
         return self._active
 
     def set_active(self, name: str, *, model: str | None = None, strategies: tuple[str, ...] | None = None) -> Any:

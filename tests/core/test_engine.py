@@ -188,3 +188,125 @@ def test_text_call_retries_transient_errors_and_logs_each_attempt(_offline_and_f
     assert text_call(client, [{"role": "user", "content": "x"}], task="choice_tag", log=log) == "[CHOICE:2]"
     assert [r["outcome"] for r in log] == ["provider_error:timeout", "ok"] and _offline_and_fast == [0.5]
     assert text_call(ScriptedClient([RuntimeError("x")]), [], task="t") is None
+
+
+# ---- deadlines, Retry-After, typed errors (injected clock: no real waiting) ----------------------
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class SlowClient:
+    """Each call takes ``seconds`` on the fake clock, cut (TimeoutError) at the request's timeout."""
+    name, model = "slow", "slow-model"
+
+    def __init__(self, clock, seconds, replies):
+        self.clock, self.seconds, self.replies, self.timeouts = clock, seconds, list(replies), []
+
+    def complete(self, request):
+        self.timeouts.append(request.timeout)
+        if request.timeout < self.seconds:
+            self.clock.now += request.timeout
+            raise TimeoutError("cut")
+        self.clock.now += self.seconds
+        item = self.replies.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return LLMResponse(content=item)
+
+
+def test_the_deadline_clips_the_last_request_and_ends_with_the_typed_error():
+    clock = FakeClock()
+    client = SlowClient(clock, 4.0, ["bad", "bad", "bad"])
+    result = structured_call(client, [{"role": "user", "content": "x"}], schema=turn_schema(), name="t",
+                             timeout=5, deadline=10, retry=RetryPolicy(sleep=clock.sleep, clock=clock))
+    assert not result.ok and result.provider_error == "deadline" and result.raw == "bad"
+    assert client.timeouts == [5, 5, 2] and clock.now == 10  # never past the deadline
+    assert "タイムアウト" in result.errors[0]
+
+
+def test_retry_after_replaces_backoff_is_capped_and_counts_against_the_deadline():
+    from core import ProviderError
+    clock = FakeClock()
+    policy = RetryPolicy(sleep=clock.sleep, clock=clock, max_retry_after=20)
+    busy = ProviderError("rate_limit", "429", 429, retry_after=7.0)
+    result = run(ScriptedClient([busy, GOOD]), retry=policy)
+    assert result.ok and clock.sleeps == [7.0]
+    long_wait = ProviderError("rate_limit", "429", 429, retry_after=500.0)
+    assert run(ScriptedClient([long_wait, GOOD]), retry=policy).ok and clock.sleeps[-1] == 20.0
+    client = ScriptedClient([ProviderError("server_error", "503", 503, retry_after=15.0), GOOD])
+    result = structured_call(client, [{"role": "user", "content": "x"}], schema=turn_schema(), name="t",
+                             deadline=10, retry=policy)
+    assert result.provider_error == "server_error" and client.remaining == 1 and clock.sleeps[-1] == 20.0
+
+
+def test_turn_deadline_is_shared_by_every_call_inside():
+    from core.engine import turn_deadline
+    clock = FakeClock()
+    policy = RetryPolicy(sleep=clock.sleep, clock=clock)
+    client = SlowClient(clock, 4.0, [GOOD, GOOD])
+    with turn_deadline(6, retry=policy):
+        assert run(client, retry=policy).ok
+        second = run(client, retry=policy)
+    assert second.provider_error == "deadline" and client.timeouts == [6, 2]
+
+
+@pytest.mark.parametrize("status,cls,kind", [
+    (404, openai.NotFoundError, "not_found"),
+    (401, openai.AuthenticationError, "auth"),
+    (403, openai.PermissionDeniedError, "forbidden"),
+])
+def test_404_401_403_do_not_walk_the_strategy_chain(status, cls, kind):
+    client = ScriptedClient([api_error(cls, status), GOOD, GOOD], model="gpt-x")
+    result = run(client)
+    assert not result.ok and result.provider_error == kind and result.attempts == 1 and client.remaining == 2
+    assert "方式" not in result.errors[0]
+    if kind == "not_found":
+        assert "モデル scripted-model が見つかりません" not in result.errors[0]
+        assert "モデル gpt-x が見つかりません" in result.errors[0]
+
+
+def test_empty_string_refusal_is_a_refusal_and_length_is_truncated():
+    class Client:
+        name, model = "c", "m"
+
+        def __init__(self, responses):
+            self.responses = list(responses)
+
+        def complete(self, request):
+            return self.responses.pop(0)
+
+    result = run(Client([LLMResponse(content="", refusal="No.")]))
+    assert result.provider_error == "refusal" and result.raw == "No."
+    cut = LLMResponse(content=GOOD[:20], finish_reason="length")
+    result = run(Client([cut, LLMResponse(content=GOOD)]))
+    assert result.ok and result.repairs == 1
+
+
+def test_debug_records_are_built_only_with_a_sink(monkeypatch):
+    import core.engine
+    built = []
+    real = core.engine.make_record
+    monkeypatch.setattr(core.engine, "make_record", lambda **kw: built.append(kw) or real(**kw))
+    run(ScriptedClient(["not json", GOOD]))
+    text_call_ = core.engine.text_call(ScriptedClient(["x"]), [{"role": "user", "content": "x"}], task="t")
+    assert built == [] and text_call_ == "x"
+    log = []
+    run(ScriptedClient(["not json", GOOD]), log=log)
+    assert len(built) == 2 == len(log)
+
+
+def test_unknown_exceptions_never_show_python_text(caplog):
+    result = run(ScriptedClient([IndexError("list index out of range")]))
+    assert result.provider_error == "unknown"
+    assert "IndexError" not in result.error_text and "list index" not in result.error_text
+    assert any("IndexError" in r.getMessage() for r in caplog.records)  # but the server log has it

@@ -37,7 +37,8 @@ def test_upload_is_extracted_and_included_in_the_payload(app):
     assert not app.exception
     user = app.session_state.chat[-2]
     assert user["attachments"][0]["name"] == "contract.docx"
-    assert "添付テキスト:\n【contract.docx】" in user["payload"] and "委託料 | 月額50万円" in user["payload"]
+    assert "添付テキスト:\n<<<DOCUMENT>>>\n【contract.docx】" in user["payload"] and "委託料 | 月額50万円" in user["payload"]
+    assert user["payload"].endswith("月額50万円\n<<<END DOCUMENT>>>")
     assert any("contract.docx" in c.value for c in app.caption)
     assert "第8条(損害賠償)" in messages(app)[-1]
 

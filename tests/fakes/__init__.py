@@ -1,0 +1,1 @@
+"""Reusable test fakes: a fake OpenAI-compatible server (``openai_server.FakeOpenAI``)."""
