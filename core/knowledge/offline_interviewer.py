@@ -15,7 +15,7 @@ from typing import Any
 
 from core.llm.base import LLMRequest
 from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
-from core.untrusted import strip_markers
+from core.untrusted import OPEN, strip_markers
 
 CONTRACT_TYPES = (
     "秘密保持契約", "業務委託契約", "請負契約", "準委任契約", "売買契約", "取引基本契約", "ライセンス契約",
@@ -60,11 +60,11 @@ ACTION_CUES = ("修正", "削除", "追加", "提案", "交渉", "求め", "限�
                "したい", "希望", "対応", "入れる", "盛り込", "要求", "確認する", "規定する", "定める")
 FIELD_LABELS = {
     "contract_type": ("契約類型", "契約の種類", "契約種別"),
-    "knowledge_title": ("タイトル", "表題", "件名"),
+    "knowledge_title": ("タイトル", "表題", "件名", "題名"),
     "target_clause": ("対象条項", "条項"),
-    "review_points": ("審査ポイント", "確認ポイント", "リスク", "ポイント"),
-    "action_plan": ("対応方針", "アクション", "修正方針", "交渉方針"),
-    "clause_sample": ("条文例", "推奨条文", "サンプル条文"),
+    "review_points": ("審査ポイント", "確認ポイント", "レビューポイント", "リスク", "ポイント"),
+    "action_plan": ("対応方針", "修正方針", "交渉方針", "方針", "アクション", "対応"),
+    "clause_sample": ("条文例", "推奨条文", "サンプル条文", "条文案"),
 }
 MISSING_LABELS = {
     "contract_type": "契約書の種類（例: 業務委託契約、秘密保持契約）",
@@ -78,9 +78,62 @@ _CLAUSE_REF = re.compile(r"第\s*([0-9一二三四五六七八九十百]+)\s*条
 _CLAUSE_HEADING = re.compile(r"第\s*([0-9一二三四五六七八九十百]+)\s*条\s*[（(]([^）)]{1,20})[）)]")
 _QUOTED = re.compile(r"「([^」]{12,})」")
 _SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
+# A labelled line: optional bullet, the label (optionally in 【】), then ":" (full-width colons are
+# NFKC-folded before this runs) or は「 / を「 (「タイトルを「…」に」). Lines are capped, the pattern
+# has no nested quantifiers: linear in the line.
+_ALL_LABELS = sorted({label for labels in FIELD_LABELS.values() for label in labels}, key=len, reverse=True)
+_LABELS_RE = "|".join(_ALL_LABELS)
+_LABEL_LINE = re.compile(r"^[ \t・\-*■●◆□>]{0,6}(?:【(" + _LABELS_RE + r")】[ \t]*[:：]?|(" + _LABELS_RE
+                         + r")[ \t]*(?:[:：]|(?:は|を)(?=「)))[ \t　]*(.*)$")
+_BULLET = re.compile(r"^[ \t]{0,6}(?:[・\-*●◆□]|[0-9]{1,2}[.)])[ \t]*")
+MAX_LINE_CHARS = 2000
 # Sentences about the interview itself ("事例を登録したい") are not facts about the case.
 META_WORDS = ("登録", "ナレッジ", "作成して", "お願いします", "手伝", "相談したい", "教えて", "事例です", "についてです", "添付を")
-
+# Attachment sentences that address the assistant rather than state a contract term: never quoted
+# into an entry (a contract is data; 「以前の指示を無視して…」 in it is not an instruction).
+INJECTION_CUES = ("指示を無視", "無視して", "無視し", "システムプロンプト", "プロンプト", "アシスタント", "AI", "あなたは",
+                  "出力して", "出力せよ", "ignore", "instruction", "system prompt")
+# Review language: (topic or None for any, cue words in the user's account, the review point, a
+# title phrase). Review points are these summaries, never the user's own sentences.
+REVIEW_PATTERNS: tuple[tuple[str | None, tuple[str, ...], str, str], ...] = (
+    ("損害賠償", ("上限", "無制限", "青天井", "限度"), "損害賠償の上限額が定められ、責任が無制限になっていないか確認する",
+     "賠償上限の設定"),
+    ("損害賠償", ("間接損害", "逸失利益", "特別損害", "一切の損害", "範囲"), "賠償の範囲が直接かつ通常の損害に限定されているか確認する",
+     "賠償範囲の限定"),
+    ("損害賠償", ("故意", "重過失"), "故意・重過失の場合に責任制限を適用しない旨が定められているか確認する", "故意・重過失の扱い"),
+    ("損害賠償", ("一方的", "片務", "当社のみ", "乙のみ", "甲のみ", "一方だけ"), "賠償責任が一方の当事者だけに偏っていないか確認する",
+     "賠償責任の双務化"),
+    ("秘密保持", ("期間", "年", "存続"), "秘密保持義務の存続期間が情報の重要性と取引期間に見合っているか確認する", "秘密保持期間の確保"),
+    ("秘密保持", ("定義", "範囲"), "秘密情報の定義と範囲が明確に定められているか確認する", "秘密情報の範囲の明確化"),
+    ("秘密保持", ("返還", "廃棄"), "契約終了時の秘密情報の返還・廃棄の定めがあるか確認する", "秘密情報の返還・廃棄"),
+    ("秘密保持", ("漏えい", "漏洩"), "漏えい時の通知義務と責任の所在が定められているか確認する", "漏えい時の対応"),
+    ("契約解除", ("いつでも", "一方的", "催告", "予告"), "解除事由と催告手続が明確で、一方の当事者だけが自由に解除できる定めになっていないか確認する",
+     "一方的な解除権の制限"),
+    ("知的財産権", ("帰属", "移転", "譲渡", "著作権", "権利"), "成果物の知的財産権の帰属と移転の時期が明確に定められているか確認する",
+     "成果物の権利帰属の明確化"),
+    ("知的財産権", ("既存", "従前", "留保", "汎用"), "受託者が従前から保有する権利やノウハウが留保されているか確認する", "既存の権利の留保"),
+    ("再委託", ("承諾", "無断", "再委託", "下請"), "再委託の可否・事前承諾の要否と再委託先の責任の所在が定められているか確認する",
+     "再委託の事前承諾"),
+    ("支払条件", ("期日", "遅延", "支払", "遅れ", "手形"), "支払期日・支払方法・遅延時の扱いが明確に定められているか確認する", "支払条件の明確化"),
+    ("検収", ("みなし", "期間", "検収", "基準"), "検収の期間・合格基準とみなし合格の扱いが明確に定められているか確認する", "検収手続の明確化"),
+    ("契約不適合責任", ("期間", "通知", "年", "契約不適合", "瑕疵"), "契約不適合責任の期間・通知期限・責任の範囲が適切に限定されているか確認する",
+     "契約不適合責任の期間の限定"),
+    ("競業避止", ("競業",), "競業避止義務の期間・地域・対象範囲が過大でないか確認する", "競業避止義務の範囲の限定"),
+    ("契約期間・更新", ("更新", "期間"), "契約期間と自動更新・更新拒絶の通知期限が明確に定められているか確認する", "自動更新と更新拒絶の条件"),
+    ("準拠法・管轄", ("管轄", "準拠法", "裁判所"), "準拠法と合意管轄裁判所が自社に不利でないか確認する", "合意管轄の見直し"),
+    ("個人情報の取扱い", ("個人情報",), "個人情報の取扱い・安全管理措置と委託先の管理が定められているか確認する", "個人情報の取扱い"),
+    ("反社会的勢力の排除", ("反社",), "反社会的勢力の排除と無催告解除の定めがあるか確認する", "反社会的勢力の排除"),
+    (None, ("無制限", "上限がな", "上限なし", "青天井"), "{subject}の責任に上限が設けられているか確認する", "責任上限の設定"),
+    (None, ("一方的", "片務", "不平等"), "{subject}が一方の当事者だけに有利な内容になっていないか確認する", "一方的な定めの是正"),
+    (None, ("曖昧", "不明確", "揉め", "もめ", "紛争", "トラブル", "解釈", "争い"),
+     "{subject}の要件と範囲が明確に定められ、解釈の争いが生じないか確認する", "要件と範囲の明確化"),
+    (None, ("過大", "負担", "不利", "損"), "{subject}で自社が過大な負担を負う内容になっていないか確認する", "過大な負担の是正"),
+)
+MAX_REVIEW_POINTS = 4
+# Sahen nouns that turn an action sentence into a noun phrase: 「…を明記する」 → 「…の明記」.
+_ACTION_NOUN = re.compile(
+    r"^(.{2,24}?)を(明記|設定|削除|追加|限定|修正|変更|要求|確認|規定|交渉|提案|延長|短縮|除外|新設|制限|確保|明確化)"
+    r"(?:する|します|すべき|したい|し|して|を求め|を提案|を希望|を交渉)")
 
 @dataclass
 class Facts:
@@ -106,6 +159,16 @@ def _split_payload(content: str) -> tuple[str, str]:
     instruction, _, attachments = content.partition("添付テキスト:")
     instruction = instruction.replace("ユーザー指示:", "", 1).strip()
     return instruction, strip_markers(attachments).strip()
+
+
+def _attachment_names(attachments: str) -> list[str]:
+    """The 【name】 heading line right after each document marker (not any 【…】 inside a document)."""
+    lines = attachments.split("\n")
+    names = []
+    for line, following in zip(lines, lines[1:]):
+        if line.startswith(OPEN) and line.endswith(">>>") and following.startswith("【") and following.endswith("】"):
+            names.append(following[1:-1][:120])
+    return names
 
 
 def _is_repair(content: str) -> bool:
@@ -136,24 +199,67 @@ def _clauses(attachment_text: str) -> dict[str, str]:
     matches = list(_CLAUSE_HEADING.finditer(attachment_text))
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else min(len(attachment_text), m.end() + 600)
-        body = attachment_text[m.end():end].strip()
-        found.setdefault(f"第{m.group(1)}条({m.group(2)})", re.sub(r"\s+", " ", body)[:400])
+        body = _data_only(re.sub(r"\s+", " ", attachment_text[m.end():end].strip())[:1200])
+        found.setdefault(f"第{m.group(1)}条({m.group(2)})", body[:400])
     return found
+
+
+def _data_only(text: str) -> str:
+    """``text`` without the sentences that address the assistant (see INJECTION_CUES)."""
+    kept = [s for s in _SENTENCE.findall(text) if not any(c.lower() in s.lower() for c in INJECTION_CUES)]
+    return "".join(kept).strip()
 
 
 def _sentences(text: str) -> list[str]:
     return [s.strip(" 、") for s in _SENTENCE.findall(text) if len(s.strip()) >= 6]
 
 
-def _labelled_fields(text: str) -> dict[str, str]:
+def _label_key(label: str) -> str:
+    return next(key for key, labels in FIELD_LABELS.items() if label in labels)
+
+
+def _labelled_value(first: str, following: list[str]) -> tuple[str, int]:
+    """The value of a labelled line and how many following lines it took (a bullet list under an
+    empty label: 「審査ポイント:」 then 「・…」 lines)."""
+    first = first.strip()
+    if first.startswith("「"):
+        inner, closed, _ = first[1:].partition("」")
+        return (inner.strip() if closed else first[1:].strip()), 0
+    if first:
+        return first.rstrip("。").strip(), 0
+    taken: list[str] = []
+    for line in following:
+        if not line.strip() or _LABEL_LINE.match(line[:MAX_LINE_CHARS]):
+            break
+        taken.append(line.strip())
+    return "\n".join(taken), len(taken)
+
+
+def split_labelled(text: str) -> tuple[dict[str, str], str]:
+    """Fields the user names (「タイトル: …」「方針：…」「対応方針は「…」」), and the text without those
+    lines. Callers pass NFKC-normalised text; full-width colons are accepted anyway. A labelled
+    line is a correction of that field only: it takes no part in any other inference."""
     values: dict[str, str] = {}
-    for key, labels in FIELD_LABELS.items():
-        for label in labels:
-            m = re.search(rf"(?:^|\n|\s){label}\s*(?:[:：]|は|を)\s*[「]?([^\n」]+)", text)
-            if m and len(m.group(1).strip()) >= 2:
-                values[key] = m.group(1).strip().rstrip("。に")
-                break
-    return values
+    rest: list[str] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i][:MAX_LINE_CHARS]
+        m = _LABEL_LINE.match(line)
+        if not m:
+            rest.append(lines[i])
+            i += 1
+            continue
+        value, used = _labelled_value(m.group(3), lines[i + 1:])
+        key = _label_key(m.group(1) or m.group(2))
+        if len(value) >= 2:
+            values[key] = value
+        i += 1 + used
+    return values, "\n".join(rest)
+
+
+def _labelled_fields(text: str) -> dict[str, str]:
+    return split_labelled(text)[0]
 
 
 def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dict[str, Any] | None]:
@@ -175,12 +281,13 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
         instruction, attachments = _split_payload(content)
         if attachments:
             facts.clauses_in_attachments.update(_clauses(attachments))
-            facts.attachment_names += re.findall(r"【([^】]+)】", attachments)
+            facts.attachment_names += _attachment_names(content.partition("添付テキスト:")[2])
             facts.contract_type = facts.contract_type or _contract_type(attachments[:300])
         if instruction:
             instructions.append(instruction)
     for text in instructions:
-        facts.explicit.update(_labelled_fields(text))
+        labelled, text = split_labelled(text)
+        facts.explicit.update(labelled)
         facts.contract_type = _contract_type(text) or facts.contract_type
         headed = _CLAUSE_HEADING.search(text)
         ref = _CLAUSE_REF.search(text)
@@ -233,7 +340,7 @@ def _value(facts: Facts, key: str) -> str:
     if key == "target_clause":
         return facts.target_clause or (f"{facts.topic}条項" if facts.topic else "")
     if key == "review_points":
-        points = [f"・{p}" for p in dict.fromkeys(facts.review_points + facts.case[:1])]
+        points = [f"・{p}" for p in review_summary(facts)]
         current = facts.clauses_in_attachments.get(re.sub(r"第[0-9一二三四五六七八九十]+項$", "", facts.target_clause))
         if points and current:
             points.append(f"（現行条文: {current[:160]}）")
@@ -247,12 +354,60 @@ def _value(facts: Facts, key: str) -> str:
             return SAMPLE_CLAUSES.get(facts.topic, "（条文例は事案に応じて作成してください）")
         return ""
     if key == "knowledge_title":
-        topic = facts.topic or facts.target_clause or "条項"
-        focus = (facts.action_plan or facts.review_points or [""])[0]
-        focus = re.split(r"[、,]", focus)[0]
-        focus = re.sub(r"(よう|ように)?(修正|変更|交渉)?(を求め|を提案|したい|すべき|べき|ことを希望|する).*$", "", focus)[:30]
-        return f"{facts.contract_type}の{topic}：{focus}".rstrip("：")
+        return auto_title(facts)
     return ""
+
+
+def _user_account(facts: Facts) -> tuple[str, str]:
+    """(what the user said should be done, what the user said went wrong) as plain text."""
+    return "\n".join(facts.action_plan), "\n".join(facts.review_points + facts.case)
+
+
+def _matching_patterns(facts: Facts, text: str) -> list[tuple[str | None, tuple[str, ...], str, str]]:
+    topical = [p for p in REVIEW_PATTERNS if p[0] is not None and p[0] == facts.topic and any(c in text for c in p[1])]
+    generic = [p for p in REVIEW_PATTERNS if p[0] is None and any(c in text for c in p[1])]
+    return topical + ([] if topical else generic)
+
+
+def _subject(facts: Facts) -> str:
+    if facts.topic:
+        return f"{facts.topic}条項"
+    return facts.target_clause or "当該条項"
+
+
+def review_summary(facts: Facts) -> list[str]:
+    """Review points in review language (「…が定められているか確認する」), summarised from what the user
+    told us; never the user's own sentences (「揉めました」)."""
+    if not (facts.review_points or facts.case or facts.action_plan):
+        return []
+    actions, problems = _user_account(facts)
+    points = [p[2].format(subject=_subject(facts)) for p in _matching_patterns(facts, problems + "\n" + actions)]
+    if not points:
+        points = [f"{_subject(facts)}の内容が自社にとって不利な定めになっていないか確認する"]
+    return list(dict.fromkeys(points))[:MAX_REVIEW_POINTS]
+
+
+def _action_phrase(sentence: str) -> str:
+    """「…を明記し、…」 → 「…の明記」: a noun phrase, or "" when the sentence has no such shape."""
+    first = re.split(r"[、,。]", sentence, maxsplit=1)[0]
+    m = _ACTION_NOUN.match(first)
+    return f"{m.group(1)}の{m.group(2)}" if m else ""
+
+
+def auto_title(facts: Facts) -> str:
+    """「<契約類型>の<条項>：<noun phrase>」. The phrase is a review pattern's title phrase (what the
+    user asked for first, else what went wrong), else the first action as a noun phrase
+    (「…の明記」), else 「見直し」; it never ends mid-clause (「…を明記し」)."""
+    actions, problems = _user_account(facts)
+    found = _matching_patterns(facts, actions) or _matching_patterns(facts, problems)
+    phrase = found[0][3] if found else ""
+    if not phrase:
+        phrase = next((p for p in map(_action_phrase, facts.action_plan) if p), "")
+    topic = facts.topic or facts.target_clause or "条項"
+    head = f"{facts.contract_type}の{topic}" if facts.contract_type else topic
+    if phrase:
+        return f"{head}：{phrase}"
+    return f"{head}の見直し" if facts.action_plan else head
 
 
 def missing_items(facts: Facts) -> list[str]:
@@ -305,12 +460,21 @@ def _question(key: str, facts: Facts) -> str:
     return ""
 
 
+def _as_list(value: str) -> str:
+    """A field value as a markdown bullet list (one item per line, 「・」 dropped)."""
+    items = [line.strip().lstrip("・-*").strip() for line in value.split("\n")]
+    return "\n".join(f"- {item}" for item in items if item) or "- （未設定）"
+
+
 def _draft_message(entry: dict[str, str], heading: str, footer: str) -> str:
-    lines = [heading, "",
-             f"■ タイトル: {entry['knowledge_title']}", f"■ 契約類型: {entry['contract_type']}",
-             f"■ 対象条項: {entry['target_clause']}", f"■ 審査ポイント:\n{entry['review_points']}",
-             f"■ 対応方針:\n{entry['action_plan']}", f"■ 条文例: {entry['clause_sample']}", "", footer]
-    return "\n".join(lines)
+    """The draft as chat markdown: real line breaks, blank lines between blocks, lists as lists."""
+    blocks = [heading,
+              "\n".join([f"■ タイトル: {entry['knowledge_title']}", f"■ 契約類型: {entry['contract_type']}",
+                         f"■ 対象条項: {entry['target_clause']}"]),
+              f"■ 審査ポイント:\n{_as_list(entry['review_points'])}",
+              f"■ 対応方針:\n{_as_list(entry['action_plan'])}",
+              f"■ 条文例:\n{entry['clause_sample']}", footer]
+    return "\n\n".join(blocks)
 
 
 def respond(request: LLMRequest) -> dict[str, Any]:
@@ -360,5 +524,5 @@ def respond(request: LLMRequest) -> dict[str, Any]:
     mode = "clarify" if short_reply else "interview"
     if short_reply:
         intro = "すみません、もう少し詳しく教えてください。" + (f"（現在: {known}）" if known else "")
-    message = intro + "\n" + "\n".join(f"・{_question(k, facts)}" for k in ask)
+    message = intro + "\n\n" + "\n".join(f"- {_question(k, facts)}" for k in ask)
     return turn(mode, phase, message, None, missing_labels)
