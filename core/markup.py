@@ -231,7 +231,7 @@ def _blocks(nodes: list[SyntaxTreeNode], sep: str) -> str:
     return sep.join(part for part in (_block(n) for n in nodes) if part)
 
 
-@lru_cache(maxsize=512)  # Streamlit re-renders every message on each rerun
+@lru_cache(maxsize=256)  # Streamlit re-renders every message on each rerun
 def _render(source: str) -> str:
     return _blocks(SyntaxTreeNode(_PARSER.parse(source)).children, "\n\n")
 
