@@ -6,11 +6,15 @@ import logging
 import time
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from core import call_llm
 from core.config import load_settings
 from core.debuglog import KNOWN_SECRETS
+from core.llm.base import ProviderError
 from core.knowledge.turn import entry_schema, system_prompt, turn_schema
+from core.llm.openai_compat import parse_completion
 from core.llm.registry import ProviderRegistry
 from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
 from tests.fakes.openai_server import DEFAULT_TURN, Fault
@@ -242,3 +246,30 @@ def test_connection_refused_is_a_typed_connection_error(fake_openai):
     started = time.monotonic()
     result = run(client)
     assert result.provider_error == "connection" and time.monotonic() - started < 10
+
+
+# ---- any 200 body: an LLMResponse or a typed bad_response, never a Python exception -------------
+
+_KEYS = st.sampled_from(["choices", "message", "content", "tool_calls", "function", "arguments", "refusal",
+                         "usage", "finish_reason", "model", "text", "type"])
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4),
+                     max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None)
+@example(b'{"choices": [1]}')
+@example(b'{"choices": [{"message": {"content": [1]}}]}')
+@example(b'{"choices": [{"message": {"tool_calls": "abc"}}]}')
+@example(b'{"choices": [{"message": {"tool_calls": [{"function": null}]}}]}')
+@example(b'{"choices": [{"message": {"content": "x", "refusal": {"a": 1}}}], "usage": [1]}')
+@given(st.one_of(_JSON.map(lambda v: json.dumps(v).encode()), st.binary(max_size=64)))
+def test_parse_completion_never_raises_a_python_error(body):
+    try:
+        response = parse_completion(body, model="m")
+    except ProviderError as err:
+        assert err.kind == "bad_response" and err.transient
+    else:
+        assert response.content is None or isinstance(response.content, str)
+        assert response.tool_arguments is None or isinstance(response.tool_arguments, str)
+        assert response.refusal is None or isinstance(response.refusal, str)
