@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.diagnosis import ChatRequest, PromptInfo, view
 from core.diagnosis.conversation import DiagnosisConversations
+from core.markup import safe_markdown, safe_text
 from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
 
 state = st.session_state
@@ -85,7 +86,8 @@ def _choice_buttons(prompt: PromptInfo) -> None:
         if icon:
             icon_col, target = st.columns([1, 14], vertical_alignment="center")
             icon_col.image(icon, width=24)
-        target.button(labels.get(choice.value, choice.label), key=f"diag_choice_{choice.value}",
+        label = labels.get(choice.value) or safe_text(choice.label, single_line=True)  # model text: no links or images
+        target.button(label, key=f"diag_choice_{choice.value}",
                       on_click=_choose, args=(prompt.action, choice.value))
 
 
@@ -103,7 +105,8 @@ def _booking_form(prompt: PromptInfo) -> None:
 
 def _summary(summary: dict[str, str]) -> None:
     with st.container(border=True):
-        st.markdown("\n".join(f"- **{label}:** {value or '—'}" for label, value in summary.items()))
+        st.markdown("\n".join(f"- **{label}:** {safe_text(value, single_line=True) or '—'}"
+                               for label, value in summary.items()))
 
 
 def _prompt_widgets(prompt: PromptInfo, step: str) -> None:
@@ -123,7 +126,7 @@ def _prompt_widgets(prompt: PromptInfo, step: str) -> None:
 def _assistant(entry: dict) -> None:
     if entry.get("notice"):
         st.info(entry["notice"])
-    st.markdown(entry["message"].replace("\n", "  \n"))
+    st.markdown(safe_markdown(entry["message"]))
     if entry.get("summary"):
         _summary(entry["summary"])
     if entry.get("judgment"):
@@ -168,7 +171,7 @@ transcript = state.diag_transcript
 for i, entry in enumerate(transcript):
     with st.chat_message(entry["role"]):
         if entry["role"] == "user":
-            st.markdown(entry["text"])
+            st.markdown(safe_markdown(entry["text"]))
             if entry.get("turn") in points:
                 st.button("↩️ このターンに戻る", key=f"diag_rewind_{entry['turn']}", type="tertiary",
                           on_click=_rewind, args=(entry["turn"],))

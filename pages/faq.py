@@ -7,6 +7,7 @@ from core.faq.flow import ask, start_session
 from core.faq.kb import FaultyKB, default_kb
 from core.faq.report import latency_frame, outcome_badge, trace_frame
 from core.faq.state import FAQState
+from core.markup import safe_markdown, safe_text
 from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, save_chat, store
 
 state = st.session_state
@@ -69,8 +70,8 @@ def _show_citations(citations: list[str]) -> None:
         article = kb.article(article_id)
         if article is None:
             continue
-        with st.expander(f"📄 {article.id}「{article.title}」（{article.category}）"):
-            st.markdown(article.body.replace("\n", "  \n"))
+        with st.expander(f"📄 {article.id}「{safe_text(article.title, single_line=True)}」（{article.category}）"):
+            st.markdown(safe_markdown(article.body))
 
 
 def _show_trace(turn: dict, index: int) -> None:
@@ -91,11 +92,11 @@ if not state.faq_chat:
 
 for i, turn in enumerate(state.faq_chat):
     with st.chat_message("user"):
-        st.markdown(turn["user"])  # the user's own words, as typed (the flow only sees a masked copy)
+        st.markdown(safe_markdown(turn["user"]))  # the user's own words, as typed (the flow only sees a masked copy)
     with st.chat_message("assistant"):
         label, color = outcome_badge(turn["outcome"])
         st.badge(label, color=color)
-        st.markdown(turn["message"].replace("\n", "  \n"))
+        st.markdown(safe_markdown(turn["message"]))
         if turn["citations"]:
             st.caption("根拠の記事")
             _show_citations(turn["citations"])

@@ -7,6 +7,7 @@ import streamlit as st
 
 from core.attachments import extract_document
 from core.knowledge.session import current_state, entries_csv, entries_json, resend, submit_turn, turns_jsonl
+from core.markup import safe_markdown, safe_text
 from pages.common import (bind_conversation, debug_sink, identity, provider_caption, recent_conversations, save_chat,
                           store)
 
@@ -139,9 +140,9 @@ with chat_col:
                     _save(outcome)
                     st.rerun()
                 continue
-            st.markdown(entry["content"] or "（添付のみ）")
+            st.markdown(safe_markdown(entry["content"]) or "（添付のみ）")
             for att in entry.get("attachments") or []:
-                st.caption(f"📎 {att['name']}（{att['summary']}）")
+                st.caption(f"📎 {safe_text(att['name'], single_line=True)}（{att['summary']}）")
             if entry["role"] == "user" and entry.get("file_texts"):
                 with st.expander("抽出したテキスト（先頭）"):
                     for text in entry["file_texts"]:
@@ -160,7 +161,7 @@ with side_col:
         if missing:
             st.markdown("**まだ必要な情報**")
             for item in missing:
-                st.checkbox(item, value=False, disabled=True, key=f"missing_{item}")
+                st.checkbox(safe_text(item, single_line=True), value=False, disabled=True, key=f"missing_{item}")
         else:
             st.success("必要な情報はそろっています")
     else:
@@ -170,7 +171,7 @@ with side_col:
     if state.knowledge_outputs:
         for i, entry in enumerate(state.knowledge_outputs):
             with st.container(border=True):
-                st.markdown(f"#### {entry['knowledge_title'] or '（タイトル未設定）'}")
+                st.markdown(f"#### {safe_text(entry['knowledge_title'], single_line=True) or '（タイトル未設定）'}")
                 if entry.get("status"):
                     st.caption(f"{ENTRY_STATUS.get(entry['status'], entry['status'])} · No.{entry['id']} · 版 {entry['version']}")
                 for key in ("contract_type", "target_clause", "review_points", "action_plan", "clause_sample"):
