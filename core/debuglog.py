@@ -13,11 +13,13 @@ from typing import Any, MutableSequence
 
 from core.llm.base import LLMRequest
 from core.pii import scrub
+from core.prompts import prompt_version, prompt_versions
 
 # Secrets known at run time (the configured API key) are added here by the registry.
 KNOWN_SECRETS: set[str] = set()
 MAX_RAW_CHARS = 256 * 1024  # a record keeps at most this much of an output (the engine caps earlier)
 MAX_ERROR_BODY_CHARS = 2000
+MAX_CONTEXT_CHARS = 64 * 1024  # a larger request context is not kept
 
 
 @dataclass
@@ -47,6 +49,8 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
         "flow": tags.flow,
         "step": tags.step,
         "prompt": tags.prompt,
+        "task": request.task,  # the schema / offline-policy name: what a replay validates against
+        "temperature": request.temperature,
         "provider": provider,
         "model": model,
         "strategy": strategy,
@@ -68,7 +72,15 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
         record["http_status"] = status
     if error_body:
         record["error_body"] = error_body[:MAX_ERROR_BODY_CHARS]
-    return scrub(record, tuple(KNOWN_SECRETS))
+    if request.context:  # the facts an offline policy answers from: a workbench replay needs them
+        context = json.dumps(request.context, ensure_ascii=False, default=str)
+        if len(context) <= MAX_CONTEXT_CHARS:
+            record["context"] = json.loads(context)
+    record = scrub(record, tuple(KNOWN_SECRETS))
+    # Added after scrubbing (hex digests are no personal data, and a digit run must not be masked).
+    record["prompt_version"] = prompt_version(tags.prompt) if tags.prompt else ""
+    record["prompt_versions"] = prompt_versions()
+    return record
 
 
 def append(log: MutableSequence[dict[str, Any]] | None, record: dict[str, Any]) -> None:

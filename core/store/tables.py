@@ -141,3 +141,17 @@ audit_log = Table(
     Column("detail", Text, nullable=True),
 )
 Index("ix_audit_target", audit_log.c.target_type, audit_log.c.target_id)
+
+prompt_versions = Table(
+    "prompt_versions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(100), nullable=False),           # the prompt file's name (prompts/<name>.md)
+    Column("version", String(64), nullable=False),         # core.prompts.prompt_version of the content
+    Column("content", Text, nullable=False),
+    Column("previous_version", String(64), nullable=True),  # the version it replaced
+    Column("note", Text, nullable=False, default=""),
+    Column("created_by", String(200), nullable=False, default=""),
+    Column("created_by_label", String(200), nullable=False, default=""),
+    Column("created_at", String(32), nullable=False),
+)
+Index("ix_prompt_versions_name", prompt_versions.c.name, prompt_versions.c.id)
