@@ -1,0 +1,315 @@
+"""core.analytics on a seeded store with known counts: every figure asserted exactly, on SQLite and
+PostgreSQL (``KAIWA_TEST_PG_URL``, as the store conformance suite)."""
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pandas as pd
+import pytest
+
+import core.store.store as store_module
+from core import analytics as a
+from core.identity import OPERATOR, Identity
+from core.store.chat_sync import sync_chat
+from core.store.store import Store
+from tests.core.store.conftest import _pg_database_url
+
+DAY1 = "2025-06-10T03:00:00.000+00:00"   # 12:00 JST
+DAY2 = "2025-06-11T16:00:00.000+00:00"   # 2025-06-12 01:00 JST
+OLD = "2025-05-01T03:00:00.000+00:00"    # outside the range every test reads
+RANGE = {"since": "2025-06-01", "until": "2025-06-30"}
+OPERATOR_ID = Identity(name="山田", email="yamada@example.jp", source="proxy", roles=frozenset({OPERATOR}))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    url = f"sqlite:///{tmp_path / 'analytics.db'}" if request.param == "sqlite" else _pg_database_url()
+    s = Store(url)
+    yield s
+    s.engine.dispose()
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The store's timestamps, set by the test."""
+    now = {"iso": DAY1}
+    monkeypatch.setattr(store_module, "now_iso", lambda: now["iso"])
+    return now
+
+
+# ---- seeding helpers (entries shaped as each page keeps them; written through chat_sync like the pages) -----
+def k_turn(phase: str, mode: str = "interview") -> dict:
+    return {"control": {"schema_version": "1.0", "mode": mode}, "state": {"phase": phase, "missing_info": []},
+            "assistant_message": "続けてください。", "knowledge_json": None}
+
+
+def knowledge_chat(*steps) -> list[dict]:
+    """``steps``: (phase, mode) for a successful exchange, ``"fail"`` for a failed one."""
+    chat: list[dict] = []
+    for i, step in enumerate(steps):
+        if step == "fail":
+            chat += [{"role": "user", "content": f"入力{i}", "user_text": f"入力{i}", "failed": True},
+                     {"role": "assistant", "failed": True, "content": "応答を解釈できませんでした", "error_type": "parse_error",
+                      "attempts": 3}]
+        else:
+            chat += [{"role": "user", "content": f"入力{i}", "user_text": f"入力{i}"},
+                     {"role": "assistant", "content": "了解です", "turn": k_turn(*step), "method": "structured_output",
+                      "attempts": 1}]
+    return chat
+
+
+def diag_chat(*steps) -> list[dict]:
+    """``steps``: (step, number of cited sources); a user input goes between two assistant entries."""
+    chat: list[dict] = []
+    for i, (step, sources) in enumerate(steps):
+        if i:
+            chat.append({"role": "user", "text": f"選択{i}", "turn": i})
+        chat.append({"role": "assistant", "step": step, "message": "…", "fallback": False,
+                     "sources": [{"section_id": f"s{n}", "section": "ブレーキ", "page": n + 1, "score": 0.5}
+                                 for n in range(sources)]})
+    return chat
+
+
+def faq_chat(*exchanges) -> list[dict]:
+    """``exchanges``: (outcome, question, number of citations)."""
+    return [{"user": question, "message": "回答", "outcome": outcome, "citations": [f"kb-{n}" for n in range(cites)]}
+            for outcome, question, cites in exchanges]
+
+
+def conversation(store: Store, flow: str, chat: list[dict], *, provider: str | None = None, state=None) -> str:
+    cid = store.create_conversation(flow, OPERATOR_ID, state=state)
+    sync_chat(store, cid, chat, flow=flow, author=OPERATOR_ID, provider=provider, model="m" if provider else None)
+    return cid
+
+
+def call(store: Store, session: str, flow: str, step: str, provider: str, attempt: int, kind: str, outcome: str,
+         strategy: str, latency: float, version: str | None = None, time: str = DAY1) -> None:
+    record = {"time": time, "session_id": session, "flow": flow, "step": step, "prompt": f"{flow}_prompt",
+              "provider": provider, "model": "m", "strategy": strategy, "attempt": attempt, "kind": kind,
+              "outcome": outcome, "latency_ms": latency, "messages": [{"role": "user", "content": "x" * 50}]}
+    if version is not None:
+        record["prompt_version"] = version
+    store.add_debug_record(record, OPERATOR_ID)
+
+
+@pytest.fixture
+def seeded(store, clock):
+    """Knowledge K1–K5 (+ one old), diagnosis D1–D4, FAQ F1–F2, and the model calls of five tasks."""
+    ids: dict[str, str] = {}
+    # K1: every phase, finalize on the 4th exchange; two entries confirmed, one of them then archived.
+    ids["K1"] = conversation(store, "knowledge", knowledge_chat(("collect_case",), ("organize_risks",),
+                                                                ("draft_knowledge",), ("review_knowledge", "finalize")),
+                             provider="openai")
+    e1, e2 = store.record_knowledge(ids["K1"], [{"knowledge_title": "上限"}, {"knowledge_title": "期間"}], OPERATOR_ID)
+    store.set_entry_status(e1, "confirm", OPERATOR_ID)
+    store.set_entry_status(e2, "confirm", OPERATOR_ID)
+    store.set_entry_status(e2, "archive", None)
+    # K2: stops at organize_risks after a failed turn (offline provider).
+    ids["K2"] = conversation(store, "knowledge", knowledge_chat(("collect_case",), ("organize_risks",), "fail"),
+                             provider="offline")
+    # K3: jumps to a draft on the 2nd exchange and stops there; its entry stays a draft.
+    ids["K3"] = conversation(store, "knowledge", knowledge_chat(("collect_case",), ("draft_knowledge",)),
+                             provider="openai")
+    store.record_knowledge(ids["K3"], [{"knowledge_title": "下書き"}], OPERATOR_ID)
+    # K4: opened, nothing said (not counted). K5: only a failed turn.
+    ids["K4"] = store.create_conversation("knowledge", OPERATOR_ID)
+    ids["K5"] = conversation(store, "knowledge", knowledge_chat("fail"), provider="openai")
+
+    # D1: booked (visit), urgency high, provider known only from its debug records.
+    ids["D1"] = conversation(store, "diagnosis", diag_chat(("vehicle_id", 0), ("free_text", 0), ("reservation", 3),
+                                                           ("booking_info", 0), ("done", 0)),
+                             state={"session": {"urgency_level": "high", "current_step": "done"}})
+    store.create_booking(ids["D1"], booking_type="visit", contact={"name": "客"}, urgency="high", actor=OPERATOR_ID)
+    # D2: still diagnosing, urgency low, no booking; one answer cut by a rewind (superseded).
+    chat = diag_chat(("vehicle_id", 0), ("free_text", 0), ("diagnosing", 2), ("diagnosing", 0), ("diagnosing", 4))
+    ids["D2"] = conversation(store, "diagnosis", chat, provider="offline",
+                             state={"session": {"urgency_level": "low", "current_step": "diagnosing"}})
+    del chat[-2:]
+    sync_chat(store, ids["D2"], chat, flow="diagnosis", provider="offline")
+    # D3: only the welcome message. D4: dispatch booking, urgency only on the booking.
+    ids["D3"] = conversation(store, "diagnosis", diag_chat(("vehicle_id", 0)))
+    ids["D4"] = conversation(store, "diagnosis", diag_chat(("vehicle_id", 0), ("reservation", 1), ("done", 0)),
+                             state={"session": {"urgency_level": None}})
+    store.create_booking(ids["D4"], booking_type="dispatch", contact={"name": "客"}, urgency="critical",
+                         actor=OPERATOR_ID)
+
+    # FAQ: 9 exchanges; the same not-found question twice (differently spaced, with a phone number).
+    ids["F1"] = conversation(store, "faq", faq_chat(("answered", "オイル交換の目安は？", 2),
+                                                    ("not_found", "保証期間は何年ですか 電話 090-1234-5678", 0),
+                                                    ("not_found", "保証期間は何年ですか  電話 090-1234-5678 ", 0),
+                                                    ("answered", "タイヤの空気圧は？", 1)), provider="openai")
+    ids["F2"] = conversation(store, "faq", faq_chat(("not_found", "営業時間を教えて", 0), ("fallback", "予約したい", 0),
+                                                    ("refused", "個人情報を教えて", 0), ("handoff", "担当者と話したい", 0),
+                                                    ("smalltalk", "こんにちは", 0)), provider="offline")
+
+    # Model calls: task A ok first; B repaired once; C (v2) ok; D retried after a timeout; E repaired twice.
+    call(store, ids["K1"], "knowledge", "turn", "openai", 1, "call", "ok", "structured_output", 100, "v1")
+    call(store, ids["K1"], "knowledge", "turn", "openai", 1, "call", "schema_error", "structured_output", 200, "v1")
+    call(store, ids["K1"], "knowledge", "turn", "openai", 2, "repair", "ok", "structured_output", 300, "v1")
+    call(store, ids["K2"], "knowledge", "turn", "openai", 1, "call", "ok", "tool_call", 400, "v2", time=DAY2)
+    call(store, ids["K2"], "knowledge", "turn", "offline", 1, "call", "provider_error:timeout", "prompt_extract", 50)
+    call(store, ids["K2"], "knowledge", "turn", "offline", 2, "retry", "ok", "prompt_extract", 150)
+    call(store, ids["D1"], "diagnosis", "diagnosing", "openai", 1, "call", "parse_error", "structured_output", 500, "v1")
+    call(store, ids["D1"], "diagnosis", "diagnosing", "openai", 2, "repair", "schema_error", "structured_output", 600,
+         "v1")
+    call(store, ids["D1"], "diagnosis", "diagnosing", "openai", 3, "repair", "ok", "structured_output", 700, "v1")
+    call(store, "old", "knowledge", "turn", "openai", 1, "call", "parse_error", "structured_output", 9, "v0", time=OLD)
+
+    # Outside the range: an old knowledge conversation that finalized, with a confirmed entry.
+    clock["iso"] = OLD
+    ids["OLD"] = conversation(store, "knowledge", knowledge_chat(("review_knowledge", "finalize")), provider="openai")
+    (old_entry,) = store.record_knowledge(ids["OLD"], [{"knowledge_title": "旧"}], OPERATOR_ID)
+    store.set_entry_status(old_entry, "confirm", OPERATOR_ID)
+    clock["iso"] = DAY1
+    return ids
+
+
+def rows(frame: pd.DataFrame, key: str) -> dict:
+    return frame.set_index(key).to_dict("index")
+
+
+def metrics(frame: pd.DataFrame) -> dict:
+    return dict(zip(frame["metric"], frame["value"]))
+
+
+# ---- tests -----------------------------------------------------------------------------------------------
+def test_load_frames_reads_the_range_and_counts_only_conversations_where_someone_spoke(store, seeded):
+    frames = a.load_frames(store, **RANGE)
+    conversations = frames.conversations.set_index("id")
+    assert seeded["OLD"] not in conversations.index
+    assert set(conversations.index[conversations["started"]]) == {
+        seeded[k] for k in ("K1", "K2", "K3", "K5", "D1", "D2", "D4", "F1", "F2")}
+    assert conversations.loc[seeded["D1"], "provider"] == "openai"  # from its debug records
+    assert conversations.loc[seeded["D4"], "provider"] == a.UNKNOWN
+    assert len(frames.debug) == 9  # the old call is outside the range
+    assert a.provider_options(frames) == ["offline", "openai", a.UNKNOWN]
+    everything = a.load_frames(store)
+    assert seeded["OLD"] in set(everything.conversations["id"]) and len(everything.debug) == 10
+
+
+def test_interview_funnel(store, seeded):
+    funnel = rows(a.interview_funnel(a.load_frames(store, **RANGE)), "stage")
+    assert {k: v["conversations"] for k, v in funnel.items()} == {
+        "started": 4, "collect_case": 3, "organize_risks": 3, "draft_knowledge": 2, "review_knowledge": 1,
+        "finalize": 1, "confirmed": 1}
+    assert funnel["draft_knowledge"]["share"] == 0.5 and funnel["collect_case"]["share"] == 0.75
+
+
+def test_turns_to_draft_and_finalize(store, seeded):
+    table = rows(a.turns_to_phase(a.load_frames(store, **RANGE)), "target")
+    assert table["draft_knowledge"] == {"conversations": 2, "mean": 2.5, "median": 2.5, "min": 2.0, "max": 3.0}
+    assert table["finalize"] == {"conversations": 1, "mean": 4.0, "median": 4.0, "min": 4.0, "max": 4.0}
+
+
+def test_phase_dropoff(store, seeded):
+    table = rows(a.phase_dropoff(a.load_frames(store, **RANGE)), "phase")
+    assert {k: (v["reached"], v["ended_here"], v["dropoff_rate"]) for k, v in table.items()} == {
+        "none": (4, 1, 0.25), "collect_case": (3, 0, 0.0), "organize_risks": (3, 1, 0.333),
+        "draft_knowledge": (2, 1, 0.5), "review_knowledge": (1, 0, 0.0)}
+
+
+def test_entries_confirmed_counts_ever_confirmed_and_current_status(store, seeded):
+    assert metrics(a.entries_confirmed(a.load_frames(store, **RANGE))) == {
+        "entries": 3, "status_draft": 1, "status_confirmed": 1, "status_archived": 1, "ever_confirmed": 2,
+        "conversations_with_confirmed": 1}
+
+
+def test_model_quality_per_task_provider_and_prompt_version(store, seeded):
+    table = a.model_quality(a.load_frames(store, **RANGE))
+    got = {tuple(r[:3]): r[3:] for r in table.itertuples(index=False, name=None)}
+    assert got == {
+        # tasks, calls, first-try valid, valid, repairs/task, error calls, p50, p95 (ms, one call)
+        ("diagnosis/diagnosing", "openai", "v1"): (1, 3, 0.0, 1.0, 2.0, 2, 600.0, 690.0),
+        ("knowledge/turn", "offline", a.UNKNOWN): (1, 2, 0.0, 1.0, 0.0, 1, 100.0, 145.0),
+        ("knowledge/turn", "openai", "v1"): (2, 3, 0.5, 1.0, 0.5, 1, 200.0, 290.0),
+        ("knowledge/turn", "openai", "v2"): (1, 1, 1.0, 1.0, 0.0, 0, 400.0, 400.0),
+    }
+
+
+def test_method_mix_and_error_types(store, seeded):
+    frames = a.load_frames(store, **RANGE)
+    mix = rows(a.method_mix(frames), "task")
+    assert mix == {"diagnosis/diagnosing": {"prompt_extract": 0, "structured_output": 1, "tool_call": 0},
+                   "knowledge/turn": {"prompt_extract": 1, "structured_output": 2, "tool_call": 1}}
+    errors = rows(a.error_types(frames), "error_type")
+    assert errors == {"schema_error": {"calls": 2, "share_of_calls": 0.222},
+                      "parse_error": {"calls": 1, "share_of_calls": 0.111},
+                      "provider_error:timeout": {"calls": 1, "share_of_calls": 0.111}}
+
+
+def test_a_prompt_change_shows_up_as_a_step_per_day(store, seeded):
+    series = a.quality_over_time(a.load_frames(store, **RANGE, providers=["openai"]))
+    assert list(series.index) == [pd.Timestamp("2025-06-10"), pd.Timestamp("2025-06-12")]  # JST days
+    v1, v2 = series["knowledge/turn · openai · v1"], series["knowledge/turn · openai · v2"]
+    assert v1.iloc[0] == 0.5 and pd.isna(v1.iloc[1]) and pd.isna(v2.iloc[0]) and v2.iloc[1] == 1.0
+
+
+def test_diagnosis_outcomes_end_steps_and_summary(store, seeded):
+    frames = a.load_frames(store, **RANGE)
+    by_urgency = a.diagnosis_outcomes(frames)
+    assert list(by_urgency["urgency"]) == ["critical", "high", "low"]
+    assert rows(by_urgency, "urgency") == {
+        "critical": {"conversations": 1, "done": 1, "booked": 1, "booking_rate": 1.0},
+        "high": {"conversations": 1, "done": 1, "booked": 1, "booking_rate": 1.0},
+        "low": {"conversations": 1, "done": 0, "booked": 0, "booking_rate": 0.0}}
+    assert rows(a.diagnosis_end_steps(frames), "step") == {"done": {"conversations": 2, "share": 0.667},
+                                                          "diagnosing": {"conversations": 1, "share": 0.333}}
+    # answers: D1 reservation (3), D2 diagnosing (2) and (0) — the cut one (4) is not counted —, D4 reservation (1)
+    assert metrics(a.diagnosis_summary(frames)) == {
+        "conversations": 3, "booked_conversations": 2, "booking_rate": 0.667, "answers": 4,
+        "citations_per_answer": 1.5, "answers_with_citations": 0.75}
+
+
+def test_faq_rates_and_top_not_found_questions_masked(store, seeded):
+    frames = a.load_frames(store, **RANGE)
+    rates = rows(a.faq_rates(frames), "outcome")
+    assert {k: v["exchanges"] for k, v in rates.items()} == {
+        "answered": 2, "not_found": 3, "fallback": 1, "refused": 1, "handoff": 1, "smalltalk": 1}
+    assert rates["answered"]["rate"] == 0.222 and rates["not_found"]["rate"] == 0.333
+    top = a.faq_top_not_found(frames, n=5)
+    assert list(zip(top["question"], top["count"])) == [("保証期間は何年ですか 電話 [電話番号]", 2), ("営業時間を教えて", 1)]
+    assert not top["question"].str.contains("090").any()
+    assert len(a.faq_top_not_found(frames, n=1)) == 1
+
+
+def test_provider_filter_keeps_that_providers_conversations_and_calls(store, seeded):
+    frames = a.load_frames(store, **RANGE, providers=["offline"])
+    assert set(frames.conversations["id"]) == {seeded["K2"], seeded["D2"], seeded["F2"]}
+    assert set(frames.debug["provider"]) == {"offline"} and len(frames.debug) == 2
+    assert rows(a.interview_funnel(frames), "stage")["started"]["conversations"] == 1
+    assert {k: v["exchanges"] for k, v in rows(a.faq_rates(frames), "outcome").items()}["not_found"] == 1
+    assert metrics(a.diagnosis_summary(frames))["conversations"] == 1
+    unknown = a.load_frames(store, **RANGE, providers=[a.UNKNOWN])
+    assert set(unknown.conversations["id"]) == {seeded["D3"], seeded["D4"], seeded["K4"]}
+
+
+def test_range_bounds_dates_inclusive_datetimes_exclusive():
+    assert a.utc_bound("2025-06-30", end=True) == "2025-07-01T00:00:00.000+00:00"
+    assert a.utc_bound(date(2025, 6, 1)) == "2025-06-01T00:00:00.000+00:00"
+    jst = timezone(timedelta(hours=9))
+    assert a.utc_bound(datetime(2025, 6, 2, tzinfo=jst), end=True) == "2025-06-01T15:00:00.000+00:00"
+    assert a.utc_bound(None) is None
+
+
+def test_a_range_of_japan_days_differs_from_utc_days(store, seeded):
+    jst = timezone(timedelta(hours=9))
+    japan = a.load_frames(store, datetime(2025, 6, 10, tzinfo=jst), datetime(2025, 6, 12, tzinfo=jst))
+    assert len(japan.debug) == 8  # the call at 2025-06-12 01:00 JST is the next Japan day…
+    assert len(a.load_frames(store, "2025-06-10", "2025-06-11").debug) == 9  # …but still 2025-06-11 in UTC
+
+
+def test_an_empty_store_gives_empty_tables_not_errors(store):
+    frames = a.load_frames(store, **RANGE)
+    assert rows(a.interview_funnel(frames), "stage")["started"]["conversations"] == 0
+    assert a.model_quality(frames).empty and a.method_mix(frames).empty and a.error_types(frames).empty
+    assert a.quality_over_time(frames).empty and a.diagnosis_outcomes(frames).empty
+    assert metrics(a.diagnosis_summary(frames))["booking_rate"] == 0.0
+    assert a.faq_rates(frames)["exchanges"].sum() == 0 and a.faq_top_not_found(frames).empty
+
+
+def test_debug_fields_are_read_in_the_database_not_by_loading_whole_records(store, seeded, monkeypatch):
+    parse = a._loads
+    monkeypatch.setattr(a, "_loads", lambda text: pytest.fail("debug records parsed in Python") if "messages" in str(text)
+                        else parse(text))
+    frames = a.load_frames(store, **RANGE)
+    assert "record" not in frames.debug and set(frames.debug["prompt_version"]) == {"v1", "v2", a.UNKNOWN}
