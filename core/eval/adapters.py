@@ -7,6 +7,7 @@ from typing import Any, Callable
 FLOW_ADAPTERS = {
     "faq": "core.faq.scenario:run_scenario",
     "diagnosis": "core.diagnosis.scenario:run_scenario",
+    "knowledge": "core.knowledge.scenario:run_scenario",
 }
 
 Adapter = Callable[[dict[str, Any], Any, list], dict[str, Any]]

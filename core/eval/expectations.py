@@ -2,8 +2,12 @@
 
 Known keys: step, urgency, can_drive, outcome, outcome_in, citations_min, citations_max,
 message_contains (str or list: all must appear), no_pii_in_trace (no phone / e-mail / card number
-in the trace or the debug records, via ``core.pii.find_pii``), trace_nodes_include. Any other key
-is a failure ("unknown expectation"), so a typo cannot pass silently.
+in the trace or the debug records, via ``core.pii.find_pii``), trace_nodes_include.
+Knowledge flow: phase, mode (a value or a list of allowed values), knowledge_fields (entry fields
+that must be non-empty), knowledge_contains / knowledge_not_contains (``{field: substring or list}``;
+field ``"*"`` means every field), confirmed (bool), turns_max (the first state, after any turn,
+in which every other expectation holds was reached within this many user turns).
+Any other key is a failure ("unknown expectation"), so a typo cannot pass silently.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import json
 from typing import Any, Callable
 
 from core.pii import find_pii
+from core.validation import ENTRY_FIELDS
 
 
 def _equal(key: str) -> Callable[[Any, dict, list], str | None]:
@@ -58,6 +63,79 @@ def _trace_nodes_include(expected: Any, final: dict, log: list) -> str | None:
     return None if not missing else f"trace_nodes_include: missing {missing!r} (trace nodes: {sorted(set(nodes))!r})"
 
 
+def _one_of(key: str) -> Callable[[Any, dict, list], str | None]:
+    def check(expected: Any, final: dict, log: list) -> str | None:
+        options = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+        actual = final.get(key)
+        return None if actual in options else f"{key}: expected {expected!r}, got {actual!r}"
+    return check
+
+
+def _entry(final: dict) -> dict:
+    return final.get("knowledge") or {}
+
+
+def _values(entry: dict, field: str) -> list[str]:
+    """The field's text, or every field's text for ``"*"``."""
+    return [str(entry.get(f) or "") for f in (ENTRY_FIELDS if field == "*" else (field,))]
+
+
+def _knowledge_fields(expected: Any, final: dict, log: list) -> str | None:
+    wanted = [expected] if isinstance(expected, str) else list(expected)
+    if not final.get("knowledge"):
+        return f"knowledge_fields: no knowledge entry (expected non-empty {wanted!r})"
+    unknown = [f for f in wanted if f not in ENTRY_FIELDS and f != "*"]
+    if unknown:
+        return f"knowledge_fields: unknown field(s) {unknown!r} (known: {', '.join(ENTRY_FIELDS)}, *)"
+    empty = [f for f in wanted if not all(v.strip() for v in _values(_entry(final), f))]
+    return None if not empty else f"knowledge_fields: empty {empty!r}"
+
+
+def _substrings(expected: Any, key: str) -> list[tuple[str, str]] | str:
+    """``[(field, substring)]`` of a ``{field: substring or [substrings]}`` mapping, or a problem."""
+    if not isinstance(expected, dict) or not expected:
+        return f"{key}: expected a mapping {{field: substring}}, got {expected!r}"
+    pairs = []
+    for field, words in expected.items():
+        if field not in ENTRY_FIELDS and field != "*":
+            return f"{key}: unknown field {field!r} (known: {', '.join(ENTRY_FIELDS)}, *)"
+        pairs += [(str(field), str(w)) for w in ([words] if isinstance(words, str) else list(words))]
+    return pairs
+
+
+def _knowledge_contains(expected: Any, final: dict, log: list) -> str | None:
+    """Each substring appears in its field (``"*"``: in some field)."""
+    pairs = _substrings(expected, "knowledge_contains")
+    if isinstance(pairs, str):
+        return pairs
+    if not final.get("knowledge"):
+        return "knowledge_contains: no knowledge entry"
+    entry = _entry(final)
+    missing = [(f, w) for f, w in pairs if not any(w in v for v in _values(entry, f))]
+    return None if not missing else "knowledge_contains: " + "; ".join(
+        f"{f} lacks {w!r} ({' | '.join(_values(entry, f))[:120]!r})" for f, w in missing)
+
+
+def _knowledge_not_contains(expected: Any, final: dict, log: list) -> str | None:
+    """No substring appears in its field (``"*"``: in any field). Holds when there is no entry."""
+    pairs = _substrings(expected, "knowledge_not_contains")
+    if isinstance(pairs, str):
+        return pairs
+    entry = _entry(final)
+    found = [(f, w) for f, w in pairs if any(w in v for v in _values(entry, f))]
+    return None if not found else "knowledge_not_contains: " + "; ".join(
+        f"{f} contains {w!r} ({' | '.join(_values(entry, f))[:120]!r})" for f, w in found)
+
+
+def _confirmed(expected: Any, final: dict, log: list) -> str | None:
+    actual = bool(final.get("confirmed"))
+    return None if actual == bool(expected) else f"confirmed: expected {bool(expected)!r}, got {actual!r}"
+
+
+def _turns_max(expected: Any, final: dict, log: list) -> str | None:
+    return None  # checked in check_expectations, which knows the other expectations
+
+
 CHECKS: dict[str, Callable[[Any, dict, list], str | None]] = {
     "step": _equal("step"),
     "urgency": _equal("urgency"),
@@ -69,7 +147,27 @@ CHECKS: dict[str, Callable[[Any, dict, list], str | None]] = {
     "message_contains": _message_contains,
     "no_pii_in_trace": _no_pii_in_trace,
     "trace_nodes_include": _trace_nodes_include,
+    "phase": _one_of("phase"),
+    "mode": _one_of("mode"),
+    "knowledge_fields": _knowledge_fields,
+    "knowledge_contains": _knowledge_contains,
+    "knowledge_not_contains": _knowledge_not_contains,
+    "confirmed": _confirmed,
+    "turns_max": _turns_max,
 }
+
+
+def _turns_max_problem(expect: dict[str, Any], final: dict[str, Any], log: list) -> str | None:
+    limit = expect["turns_max"]
+    snapshots = final.get("snapshots")
+    if not isinstance(snapshots, list):
+        return "turns_max: this flow reports no per-turn states"
+    others = {k: v for k, v in expect.items() if k != "turns_max"}
+    for state in snapshots:
+        if not check_expectations(others, {**final, **state}, log):
+            turns = int(state.get("user_turns") or 0)
+            return None if turns <= int(limit) else f"turns_max: expected within {limit} user turns, took {turns}"
+    return f"turns_max: the expectations never held together (within {limit} user turns)"
 
 
 def check_expectations(expect: dict[str, Any], final: dict[str, Any], log: list) -> list[str]:
@@ -80,7 +178,7 @@ def check_expectations(expect: dict[str, Any], final: dict[str, Any], log: list)
         if check is None:
             failures.append(f"unknown expectation '{key}' (known: {', '.join(CHECKS)})")
             continue
-        problem = check(expected, final, log)
+        problem = _turns_max_problem(expect, final, log) if key == "turns_max" else check(expected, final, log)
         if problem:
             failures.append(problem)
     return failures

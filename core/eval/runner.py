@@ -2,13 +2,15 @@
 
 A file (YAML; JSON is valid YAML) holds a list of scenarios
 ``{name, flow, vehicle?, faults?, turns: [{message} | {action, value}], expect: {...}}``.
-Each scenario gets a fresh client and debug log. An adapter that is missing or raises, or a
+Each scenario gets a fresh client and debug log; an adapter that takes a ``source`` keyword gets the
+scenario file's path (the knowledge flow resolves attachment paths against it). An adapter that is missing or raises, or a
 malformed scenario, is a failed scenario (never a crash). Exit status of :func:`main`: 0 when
 every scenario passed, 1 when any failed, 2 when a file cannot be read or parsed (or none given).
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import traceback
@@ -21,7 +23,8 @@ import yaml
 from core.eval.adapters import AdapterUnavailable, load_adapter
 from core.eval.expectations import check_expectations
 
-FINAL_KEYS = ("step", "urgency", "can_drive", "citations", "message", "outcome")
+FINAL_KEYS = ("step", "urgency", "can_drive", "citations", "message", "outcome", "phase", "mode", "knowledge",
+              "confirmed")
 SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -96,6 +99,13 @@ def make_client(provider: str) -> Any:
     return ProviderRegistry(load_settings()).set_active(provider)
 
 
+def _takes_source(adapter: Callable[..., Any]) -> bool:
+    try:
+        return "source" in inspect.signature(adapter).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def run_scenario(scenario: Any, client_factory: Callable[[], Any], source: str = "") -> ScenarioResult:
     name = str(scenario.get("name", "?")) if isinstance(scenario, dict) else "?"
     flow = str(scenario.get("flow", "?")) if isinstance(scenario, dict) else "?"
@@ -107,8 +117,9 @@ def run_scenario(scenario: Any, client_factory: Callable[[], Any], source: str =
     except AdapterUnavailable as exc:
         return ScenarioResult(name, flow, False, [str(exc)], source=source)
     log: list[dict[str, Any]] = []
+    extra = {"source": source} if _takes_source(adapter) else {}
     try:
-        final = dict(adapter(scenario, client_factory(), log) or {})
+        final = dict(adapter(scenario, client_factory(), log, **extra) or {})
     except Exception as exc:  # noqa: BLE001 - a crashing flow is a failed scenario
         where = traceback.extract_tb(exc.__traceback__)[-1]
         return ScenarioResult(name, flow, False, [f"adapter raised {type(exc).__name__}: {exc} "

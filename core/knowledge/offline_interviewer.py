@@ -176,12 +176,15 @@ def _is_repair(content: str) -> bool:
 
 
 def _contract_type(text: str) -> str:
+    """The contract type named first in ``text`` (the longest name at a position; an alias only
+    where it is not part of a known name: 「製造委託契約」 is not 「委託契約」)."""
+    hits = [(i, -len(name), name) for name in CONTRACT_TYPES if (i := text.find(name)) >= 0]
     for alias, canonical in ALIASES.items():
-        if alias in text and canonical not in text:
-            text = text.replace(alias, canonical)
-    for name in CONTRACT_TYPES:
-        if name in text:
-            return name
+        i = text.find(alias)
+        if i >= 0 and not any(start <= i < start - neg_len for start, neg_len, _ in hits):
+            hits.append((i, -len(alias), canonical))
+    if hits:
+        return min(hits)[2]
     match = re.search(r"([一-龥ァ-ヶー]{2,10}契約)書?", text)
     return match.group(1) if match else ""
 
@@ -313,8 +316,8 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
         if text.strip("。 ") in WAIVE_WORDS or any(w in text for w in ("おまかせ", "お任せ")):
             facts.sample_waived = True
     if not facts.target_clause and facts.topic:
-        for heading in facts.clauses_in_attachments:
-            if facts.topic[:2] in heading:
+        for heading in facts.clauses_in_attachments:  # the attachment's clause on this topic
+            if any(word in heading for word in (facts.topic[:2], *TOPICS.get(facts.topic, ()))):
                 facts.target_clause = heading
                 break
     if not facts.topic and facts.target_clause:
