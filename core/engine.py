@@ -92,6 +92,13 @@ def turn_deadline(seconds: float, *, retry: RetryPolicy | None = None) -> Iterat
         _TURN_DEADLINE.reset(token)
 
 
+def client_deadline(client: Any) -> float:
+    """The overall deadline of one user turn on ``client`` (its ``turn_deadline``, else
+    ``DEADLINE_FACTOR`` × its request timeout): flows wrap a turn of several calls in
+    ``turn_deadline(client_deadline(client))`` so the calls share it."""
+    return float(getattr(client, "turn_deadline", None) or DEADLINE_FACTOR * float(getattr(client, "timeout", None) or 60))
+
+
 @dataclass
 class _Budget:
     """What is left of a call's overall deadline."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, MutableSequence
 
+from core.engine import client_deadline, turn_deadline
 from core.diagnosis.context import UNSET, DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, SessionState
 from core.diagnosis.session_store import InMemorySessionStore, SessionStore
@@ -67,7 +68,8 @@ class ChatService:
                 return response
         backup = session.model_copy(deep=True)
         try:
-            response = process_step(session, request, ctx)
+            with turn_deadline(client_deadline(ctx.client)):  # the turn's model calls share one deadline
+                response = process_step(session, request, ctx)
         except Exception:  # noqa: BLE001 - keep the stored session consistent
             logger.exception("diagnosis step %s failed", session.current_step.value)
             session = backup

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, MutableSequence
 
 import core.faq  # noqa: F401 - registers the offline policies
+from core.engine import client_deadline, turn_deadline
 from core.faq import replies
 from core.faq.config import FAQConfig
 from core.faq.graph import Graph
@@ -61,7 +62,8 @@ def ask(state: FAQState, text: str, *, client: Any, kb: Any = None, config: FAQC
     graph = graph or build_graph(strict=config.strict)
     ctx = FlowContext(client=client, kb=kb if kb is not None else default_kb(), config=config, log=log,
                       session_id=state["session_id"], user_text=text)
-    new = graph.run(clear_turn(state), ctx, start="API")
+    with turn_deadline(client_deadline(client)):  # the turn's model calls share one deadline
+        new = graph.run(clear_turn(state), ctx, start="API")
     if new["response.message"] is None:  # even the fallback node failed: last-resort message
         new = apply_delta(new, {"response.message": replies.FALLBACK["internal"], "response.citations": [],
                                 "response.outcome": "fallback",
