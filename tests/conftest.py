@@ -8,6 +8,14 @@ from tests.fakes.plugin import fake_openai  # noqa: F401 - fake OpenAI-compatibl
 
 
 @pytest.fixture(autouse=True)
+def _own_store(monkeypatch, tmp_path):
+    """Every test gets its own SQLite store file (never the developer's var/kaiwa.db)."""
+    monkeypatch.setenv("KAIWA_DB_URL", f"sqlite:///{tmp_path / 'kaiwa-test.db'}")
+    for var in ("KAIWA_ADMINS", "KAIWA_ADMIN_PASSWORD", "KAIWA_TRUST_PROXY_HEADERS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _offline_and_fast(monkeypatch):
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "KAIWA_PROVIDER", "KAIWA_STRATEGIES", "CHROMA_HOST"):
         monkeypatch.delenv(var, raising=False)
