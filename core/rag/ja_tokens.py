@@ -14,6 +14,12 @@ Modes: ``"A"``, ``"B"``, ``"C"`` are Sudachi split modes; ``"C+A"`` emits each C
 when it is a compound, also its A-unit parts (``ブレーキペダル`` → ``ブレーキペダル``,
 ``ブレーキ``, ``ペダル``), so that a colloquial ``ブレーキ`` still meets ``ブレーキペダル``.
 ``form`` is ``"normalized"`` (Sudachi normalized_form: 踏ん→踏む, ｷｰ→キー) or ``"surface"``.
+Long input: Sudachi refuses more than 49,149 bytes in one call, so text is analysed in pieces of
+at most ``PIECE_BYTES`` UTF-8 bytes, cut at a sentence or line end when there is one in the piece
+(else at a character boundary), and only the first ``MAX_INPUT_CHARS`` characters are read at all:
+the time spent on one text is bounded (about 1.5 s for the cap on this machine), and no input
+makes Sudachi fail. The regex for codes and measured values uses bounded quantifiers only.
+
 Defaults (C, normalized) were measured best with ``python -m bench.rag_recall --tokenizers``:
 hybrid MRR 0.904 on the manual queries and 0.952 on the FAQ queries, versus 0.894–0.903 and
 0.928–0.946 for the other modes/forms (recall@5 differs by at most one query); surface forms
@@ -28,6 +34,9 @@ from functools import lru_cache
 
 DEFAULT_MODE = "C"
 DEFAULT_FORM = "normalized"
+PIECE_BYTES = 12_000  # well below Sudachi's 49,149-byte limit per call
+MAX_INPUT_CHARS = 100_000  # what one call of the tokenizer reads at most
+_PIECE_END = ("。", "！", "？", "!", "?", "\n")
 
 # OBD-II style trouble codes: P/C/B/U + 4 hex-ish characters, optional "-NN" sub code.
 _FAULT_CODE = r"(?<![A-Za-z0-9])[PCBU][0-9][0-9A-F]{3}(?:-[0-9A-F]{2})?(?![A-Za-z0-9])"
@@ -36,7 +45,8 @@ _UNITS = (
     r"|°C|℃|%|psi|bar|秒|分|時間|日|か月|ヶ月|カ月|年|km先|キロ|リットル|ミリ|度|回|本|個|枚|人"
 )
 _NUMBER_UNIT = (
-    r"(?<![A-Za-z0-9.])\d+(?:[.,]\d+)?(?:\s*[~〜-]\s*\d+(?:[.,]\d+)?)?\s*(?:" + _UNITS + r")(?![A-Za-z])"
+    r"(?<![A-Za-z0-9.])\d{1,12}(?:[.,]\d{1,6})?(?:\s{0,3}[~〜-]\s{0,3}\d{1,12}(?:[.,]\d{1,6})?)?\s{0,3}(?:"
+    + _UNITS + r")(?![A-Za-z])"
 )
 _SPECIAL = re.compile(f"{_FAULT_CODE}|{_NUMBER_UNIT}")
 
@@ -63,6 +73,35 @@ def _dictionary():
     from sudachipy import Dictionary
 
     return Dictionary(dict="core")
+
+
+def pieces(text: str, max_bytes: int = PIECE_BYTES) -> list[str]:
+    """``text`` cut into pieces of at most ``max_bytes`` UTF-8 bytes, each ending at the last
+    sentence or line end inside it when there is one (so words are rarely split)."""
+    out: list[str] = []
+    start, n = 0, len(text)
+    while start < n:
+        end, size = start, 0
+        while end < n:  # take blocks of characters while they fit, then single characters
+            block = text[end:end + 256]
+            block_size = len(block.encode("utf-8"))
+            if size + block_size <= max_bytes:
+                end, size = end + len(block), size + block_size
+                continue
+            for ch in block:
+                ch_size = len(ch.encode("utf-8"))
+                if size + ch_size > max_bytes:
+                    break
+                end, size = end + 1, size + ch_size
+            break
+        end = max(end, start + 1)
+        if end < n:
+            cut = max(text.rfind(mark, start, end) for mark in _PIECE_END)
+            if cut > start:
+                end = cut + 1
+        out.append(text[start:end])
+        start = end
+    return out
 
 
 def _compact(token: str) -> str:
@@ -105,6 +144,12 @@ class JapaneseTokenizer:
     def _analyse(self, text: str, out: list[str]) -> None:
         if not text.strip():
             return
+        for piece in pieces(text):
+            self._analyse_piece(piece, out)
+
+    def _analyse_piece(self, text: str, out: list[str]) -> None:
+        if not text.strip():
+            return
         with self._lock:
             morphemes = list(self._tokenizer.tokenize(text))
             for m in morphemes:
@@ -121,7 +166,7 @@ class JapaneseTokenizer:
                                 out.append(sub)
 
     def tokens(self, text: str) -> list[str]:
-        text = unicodedata.normalize("NFKC", text or "")
+        text = unicodedata.normalize("NFKC", (text or "")[:MAX_INPUT_CHARS])[:MAX_INPUT_CHARS]
         out: list[str] = []
         pos = 0
         for match in _SPECIAL.finditer(text):

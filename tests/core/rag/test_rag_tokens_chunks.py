@@ -100,3 +100,32 @@ def test_fuse_scores_are_bounded_sorted_and_calibrated():
     assert weak[0].score < 0.1
     with pytest.raises(ValueError):
         fuse(bm25_scores=bm25, coverage=coverage, cosines=cosines, cosine_range=(0.8, 0.9), mode="magic")
+
+
+# --- long input: Sudachi never sees more than its byte limit, and the time is bounded ----------
+
+def test_long_input_is_tokenised_in_pieces_without_sudachi_error(tok):
+    sentence = "エンジンをかけると異音がして、ブレーキを踏むとキーキー鳴ります。"
+    text = sentence * 700  # 67,200 bytes: one Sudachi call would raise "Input is too long"
+    tokens = tok(text)
+    assert tokens.count("ブレーキ") == 700 and "異音" in tokens
+
+
+def test_pieces_respect_the_byte_limit_and_end_at_sentences():
+    from core.rag.ja_tokens import PIECE_BYTES, pieces
+
+    text = "ブレーキを踏むと音がする。" * 3000 + "改行なしの長い文" * 4000
+    parts = pieces(text)
+    assert "".join(parts) == text
+    assert all(len(p.encode("utf-8")) <= PIECE_BYTES for p in parts)
+    assert parts[0].endswith("。")
+    assert pieces("🚗" * 10, max_bytes=8) == ["🚗🚗"] * 5  # 4-byte characters are never split
+
+
+def test_input_without_sentence_ends_and_huge_input_are_bounded(tok):
+    from core.rag.ja_tokens import MAX_INPUT_CHARS
+
+    assert len(tok("警" * 60_000)) > 0  # 180,000 bytes, no sentence end anywhere
+    huge = "ブレーキ。" * (MAX_INPUT_CHARS // 5 + 50_000)
+    assert tok(huge).count("ブレーキ") == MAX_INPUT_CHARS // 5  # only the first MAX_INPUT_CHARS are read
+    assert "1km" not in tok("1" + " " * 50_000 + "km")  # a number and its unit are at most 3 spaces apart
