@@ -1,15 +1,16 @@
-"""デバッグログ page: table, filters, expandable records, JSONL download."""
+"""デバッグログ page (the workbench's 記録 tab): table, expandable records, JSONL download, debug toggle."""
 
 
 def test_debug_page_lists_every_call(app):
     app.chat_input[0].set_value("業務委託契約の損害賠償条項の事例です。上限がないのが問題でした。").run()
     app.switch_page("pages/debug_log.py").run()
     assert not app.exception
-    assert len(app.dataframe) == 1
     table = app.dataframe[0].value
-    assert list(table["flow"]) == ["knowledge"] and list(table["outcome"]) == ["ok"]
-    assert any("structured_output" in e.label for e in app.expander)
+    assert list(table["フロー"]) == ["knowledge"] and list(table["結果"]) == ["ok"]
+    assert list(table["タスク"]) == ["knowledge_llm_turn"]
+    assert any("ネイティブ JSON Schema" in e.label for e in app.expander)
     assert any(b.label == "JSONL をダウンロード" for b in app.get("download_button"))
+    assert [t.label for t in app.tabs] == ["記録", "再実行", "一括再実行", "シナリオ化"]
 
 
 def test_debug_off_records_nothing(app):

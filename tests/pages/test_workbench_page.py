@@ -1,0 +1,155 @@
+"""The debug-log page grown into the prompt-tuning workbench: records from the store with their
+prompt version, replay of a failed call with a scripted client (both outputs, verdicts, the diff),
+batch replay, promotion of a conversation to a scenario that core.eval passes, and the admin-only
+prompt save."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core import workbench as wb
+from core.debuglog import CallTags
+from core.eval.runner import run_files
+from core.identity import OPERATOR, Identity
+from core.knowledge.turn import call_llm
+from core.llm.offline import OfflineClient
+from core.llm.scripted import ScriptedClient
+from core.prompts import load_prompt, prompt_version
+from core.schemas import load_schema
+from core.store import get_store
+from core.store.prompt_versions import list_prompt_versions
+
+BAD = json.dumps({"control": {"schema_version": "1.0", "mode": "interview"}})
+OPERATOR_ID = Identity(name="担当", email="op@example.com", source="oidc", roles=frozenset({OPERATOR}))
+
+
+def seed_knowledge_call(client, session_id: str = "conv-wb") -> dict:
+    log: list[dict] = []
+    call_llm("業務委託契約の損害賠償条項の事例です。", None, load_prompt("knowledge_system"), [], client,
+             load_schema("knowledge_llm_turn"), load_schema("knowledge_llm_entry"), max_repairs=0, log=log,
+             tags=CallTags(session_id=session_id, flow="knowledge", step="collect_case", prompt="knowledge_system"))
+    store = get_store()
+    for record in log:
+        store.add_debug_record(record, OPERATOR_ID)
+    return log[-1]
+
+
+def good_output(message: str) -> str:
+    log: list[dict] = []
+    call_llm("業務委託契約の損害賠償条項の事例です。", None, load_prompt("knowledge_system"), [], OfflineClient(),
+             load_schema("knowledge_llm_turn"), load_schema("knowledge_llm_entry"), log=log)
+    data = json.loads(log[-1]["raw_output"])
+    data["assistant_message"] = message
+    return json.dumps(data, ensure_ascii=False)
+
+
+@pytest.fixture
+def workbench(app):
+    def open_page(client=None):
+        if client is not None:
+            app.session_state["llm_client"] = client
+        app.switch_page("pages/debug_log.py").run()
+        assert not app.exception, app.exception
+        return app
+    return open_page
+
+
+def failed_record_id() -> int:
+    [row] = [r for r in get_store().list_debug_records() if r["outcome"] != "ok"]
+    return row["id"]
+
+
+def test_records_show_prompt_version_method_and_filters(workbench):
+    seed_knowledge_call(ScriptedClient([BAD]))
+    seed_knowledge_call(OfflineClient(), session_id="conv-ok")
+    app = workbench()
+    table = app.dataframe[0].value
+    assert list(table["結果"]) == ["schema_error", "ok"]
+    assert set(table["プロンプト版"]) == {prompt_version("knowledge_system")}
+    assert set(table["方式"]) == {"structured_output"}
+    assert any(f"版 {prompt_version('knowledge_system')}" in t.value for t in app.get("text"))
+    app.toggle(key="f_failed").set_value(True).run()
+    assert list(app.dataframe[0].value["結果"]) == ["schema_error"]
+    app.toggle(key="f_failed").set_value(False).run()
+    app.text_input(key="f_conversation").set_value("conv-ok").run()
+    assert list(app.dataframe[0].value["会話"]) == ["conv-ok"]
+
+
+def test_replay_of_a_failed_call_shows_both_outputs_verdicts_and_the_diff(workbench):
+    seed_knowledge_call(ScriptedClient([BAD]))
+    client = ScriptedClient([good_output("改善後の質問です")])
+    app = workbench(client)
+    record_id = failed_record_id()
+    app.button(key=f"open_replay_{record_id}").click().run()
+    assert app.session_state["wb_record"] == record_id
+    app.text_area(key="wb_system").set_value("あなたは契約審査の聞き手です。必ず JSON で答えてください。").run()
+    app.button(key="wb_run").click().run()
+    assert not app.exception
+    [request] = client.requests
+    assert request.messages[0]["content"] == "あなたは契約審査の聞き手です。必ず JSON で答えてください。"
+    codes = [c.value for c in app.code]
+    assert BAD in codes and any("改善後の質問です" in c for c in codes)
+    assert any(e.value.startswith("検証: 不合格（schema_error）") for e in app.error)
+    assert any(s.value == "検証: 合格" for s in app.success)
+    [diff] = [c for c in codes if c.startswith("$.")]
+    assert '$.assistant_message: （なし） → "改善後の質問です"' in diff.splitlines()
+
+
+def test_batch_replay_table(workbench):
+    seed_knowledge_call(ScriptedClient([BAD]))
+    seed_knowledge_call(OfflineClient(), session_id="conv-ok")
+    app = workbench(ScriptedClient([good_output("一つ目"), good_output("二つ目")]))
+    app.text_area(key="wb_batch_system").set_value("変更したシステムプロンプト").run()
+    app.button(key="wb_batch_run").click().run()
+    assert not app.exception
+    table = app.dataframe[-1].value
+    assert list(table["合格（前）"]) == [True, False] and list(table["合格（後）"]) == [True, True]
+    assert any(m.label == "合格（変更後）" and m.value == "2 / 2" for m in app.metric)
+
+
+def test_promote_writes_a_scenario_that_core_eval_passes(workbench, monkeypatch, tmp_path):
+    monkeypatch.setenv("KAIWA_SCENARIO_DIR", str(tmp_path))
+    store = get_store()
+    cid = store.create_conversation("faq", OPERATOR_ID, title="オイル交換")
+    store.append_turn(cid, {"user": "オイル交換の目安はどのくらいですか？"}, role="exchange",
+                      user_input="オイル交換の目安はどのくらいですか？",
+                      turn_json={"message": "…", "citations": ["kb:007"], "outcome": "answered"}, step="answered")
+    seed_knowledge_call(OfflineClient(), session_id=cid)
+    app = workbench()
+    app.text_input(key="wb_promote_id").set_value(cid).run()
+    assert app.checkbox(key="wb_expect_outcome").value is True
+    app.text_input(key="wb_expect_contains").set_value("5,000km").run()
+    app.text_input(key="wb_promote_name").set_value("ワークベンチから").run()
+    app.text_input(key="wb_promote_file").set_value("from_workbench").run()
+    app.button(key="wb_promote_save").click().run()
+    assert not app.exception
+    path = tmp_path / "from_workbench.yaml"
+    assert any("from_workbench.yaml に保存しました" in s.value for s in app.success)
+    [result] = run_files([path])
+    assert result.passed, result.failures
+    assert result.name == "ワークベンチから"
+
+
+def test_saving_a_prompt_is_admin_only_and_explicit(workbench, monkeypatch, tmp_path):
+    seed_knowledge_call(OfflineClient())
+    app = workbench()
+    assert app.button(key="wb_prompt_save").disabled  # an operator cannot save
+    assert app.checkbox(key="wb_prompt_sure").disabled
+
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "knowledge_system.md").write_text(load_prompt("knowledge_system"), encoding="utf-8")
+    monkeypatch.setattr(wb, "PROMPTS_DIR", prompts)  # never the repository's prompts/
+    app.session_state["admin_unlocked"] = True
+    app.run()
+    assert app.selectbox(key="wb_prompt_name").value == "knowledge_system"
+    assert app.button(key="wb_prompt_save").disabled  # not before the explicit confirmation
+    app.text_area(key="wb_prompt_text_knowledge_system").set_value("新しいシステムプロンプト {{x}}").run()
+    app.checkbox(key="wb_prompt_sure").check().run()
+    app.button(key="wb_prompt_save").click().run()
+    assert not app.exception
+    assert (prompts / "knowledge_system.md").read_text(encoding="utf-8") == "新しいシステムプロンプト {{x}}\n"
+    [saved, before] = list_prompt_versions(get_store(), "knowledge_system")
+    assert saved["version"] == wb.content_version("新しいシステムプロンプト {{x}}")
+    assert any(f"版 {saved['version']} として保存しました" in s.value for s in app.success)
