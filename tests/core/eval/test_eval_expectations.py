@@ -45,4 +45,6 @@ def test_no_pii_in_trace_looks_at_the_trace_and_the_debug_records(leak):
 
 def test_all_contract_keys_are_known():
     assert set(CHECKS) == {"step", "urgency", "can_drive", "citations_min", "citations_max", "message_contains",
-                           "outcome", "outcome_in", "no_pii_in_trace", "trace_nodes_include"}
+                           "outcome", "outcome_in", "no_pii_in_trace", "trace_nodes_include",
+                           "phase", "mode", "knowledge_fields", "knowledge_contains", "knowledge_not_contains",
+                           "confirmed", "turns_max"}

@@ -38,9 +38,22 @@ def test_a_missing_adapter_module_is_a_clear_failure_not_a_crash(monkeypatch):
     assert "adapter core.no_such_flow.scenario:run_scenario is not available" in result.failures[0]
 
 
-def test_the_registry_names_both_flows():
+def test_the_registry_names_every_flow():
     assert adapters.FLOW_ADAPTERS == {"faq": "core.faq.scenario:run_scenario",
-                                      "diagnosis": "core.diagnosis.scenario:run_scenario"}
+                                      "diagnosis": "core.diagnosis.scenario:run_scenario",
+                                      "knowledge": "core.knowledge.scenario:run_scenario"}
+
+
+def test_an_adapter_that_takes_source_gets_the_scenario_file(monkeypatch):
+    seen = []
+
+    def adapter(scenario, client, log, *, source=""):
+        seen.append(source)
+        return {"outcome": "answered"}
+
+    monkeypatch.setattr(runner, "load_adapter", lambda flow: adapter)
+    assert run_scenario({**PASSING, "expect": {"outcome": "answered"}}, client_factory, source="x/y.yaml").passed
+    assert seen == ["x/y.yaml"]
 
 
 def test_unknown_flow_crashing_adapter_and_malformed_scenarios_fail(monkeypatch):

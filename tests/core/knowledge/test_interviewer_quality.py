@@ -119,3 +119,28 @@ def test_an_attachment_that_gives_orders_is_not_quoted_into_the_entry():
     assert "一切の損害を賠償する" in entry["review_points"]  # the clause itself is quoted
     assert not any("無視" in v or "承認済み" in v for v in entry.values())
     assert "契約書.txt" in outcomes[0].result.assistant_message
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("製造委託契約の第8条で揉めました", "製造委託契約"),  # not the alias 委託契約 → 業務委託契約
+    ("委託契約の件です", "業務委託契約"),
+    ("NDAの件です", "秘密保持契約"),
+    ("販売代理店契約の件です", "販売代理店契約"),
+    ("業務委託契約に付けたNDAの件です", "業務委託契約"),
+])
+def test_the_contract_type_named_first_wins_and_aliases_stay_inside_known_names(text, expected):
+    from core.knowledge.offline_interviewer import _contract_type
+
+    assert _contract_type(text) == expected
+
+
+def test_an_attachment_clause_is_found_by_the_topic_words():
+    from core.knowledge.offline_interviewer import Facts
+
+    facts = facts_of("管轄が問題になりました。")
+    assert facts.topic == "準拠法・管轄"
+    messages = [{"role": "system", "content": ""}, {"role": "assistant", "content": "{}"},
+                {"role": "user", "content": "ユーザー指示:\n管轄が問題になりました。\n\n添付テキスト:\n【nda.pdf】\n"
+                                            "第9条（管轄）本契約の紛争は東京地方裁判所を専属管轄とする。"}]
+    assert collect_facts(messages)[0].target_clause == "第9条(管轄)"
+    assert isinstance(facts, Facts)
