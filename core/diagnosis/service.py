@@ -1,5 +1,7 @@
 """``ChatService`` (seed 000 §1): get or create the session → ``process_step`` → store it.
 
+Typed text first passes ``core.input_gate`` (too long anywhere, no Japanese in the symptom):
+a stopped input gets the prompt on screen again with the reason as ``notice``, and nothing else runs.
 A handler that raises (a bug, not a model failure: those are handled in the steps) leaves the
 stored session unchanged and returns the last prompt with the safe fallback message.
 
@@ -14,15 +16,34 @@ from typing import Any, MutableSequence
 
 from core.engine import client_deadline, turn_deadline
 from core.diagnosis.context import UNSET, DiagnosisContext
-from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, SessionState
+from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.session_store import InMemorySessionStore, SessionStore
 from core.diagnosis.state_machine import process_step
 from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
 from core.diagnosis.steps.vehicle_id import vehicle_prompt
+from core.input_gate import NOT_JAPANESE, NOT_JAPANESE_SYMPTOM
+from core.input_gate import check as check_input
 
 logger = logging.getLogger(__name__)
 
 EXPIRED_NOTICE = "前回の問診は有効期限が切れたため、最初からやり直します。"
+
+
+def _gate(session: SessionState, request: ChatRequest) -> ChatResponse | None:
+    """``core.input_gate`` on typed text: too long at any step; no Japanese in a symptom (FREE_TEXT).
+    The prompt on screen stays (its buttons too) and the reason is the response's notice."""
+    if request.message is None:
+        return None
+    symptom = session.current_step == ChatStep.FREE_TEXT
+    gate = check_input(request.message, japanese=symptom,
+                       not_japanese_message=NOT_JAPANESE_SYMPTOM if symptom else NOT_JAPANESE)
+    if gate is None:
+        return None
+    prompt = session.last_prompt or PromptInfo()
+    return ChatResponse(session_id=session.session_id, current_step=session.current_step.value, prompt=prompt,
+                        urgency=urgency_info(session), rag_sources=session.last_rag_sources,
+                        manual_coverage=session.manual_coverage, diagnostic_turn=session.diagnostic_turn,
+                        notice=gate.message)
 
 
 class ChatService:
@@ -66,6 +87,9 @@ class ChatService:
             self.store.update(session)
             if request.session_id or not (request.message or request.action):
                 return response
+        gated = _gate(session, request)
+        if gated is not None:  # no model call, no retrieval; the session is unchanged
+            return gated
         backup = session.model_copy(deep=True)
         try:
             with turn_deadline(client_deadline(ctx.client)):  # the turn's model calls share one deadline

@@ -8,6 +8,10 @@ Outcomes per turn (``response.outcome``): ``answered`` (KB answer with citations
 (no relevant article, or no valid citation), ``fallback`` (KB timeout / error, model or internal
 failure: reason + next step), ``refused`` / ``handoff`` (policy), ``smalltalk`` (NP's non-task
 answer: greeting, thanks, questions about the bot, out-of-scope redirect).
+
+Input longer than ``core.pii.MAX_MESSAGE_CHARS`` never enters the graph (``core.input_gate``):
+the turn is a ``fallback`` with the Japanese "too long" message. Questions without Japanese are
+the policy's language rule (GST), not a gate here.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from core.faq.graph import Graph
 from core.faq.kb import default_kb
 from core.faq.nodes import NODES, FlowContext
 from core.faq.state import FAQState, apply_delta, clear_turn, new_state, turn_trace
+from core.input_gate import check_length
 
 OUTCOMES = ("answered", "not_found", "fallback", "refused", "handoff", "smalltalk")
 
@@ -55,9 +60,20 @@ def start_session(session_id: str) -> FAQState:
     return new_state(session_id)
 
 
+def _gated(state: FAQState, text: str, message: str) -> TurnResult:
+    """The turn of an input stopped by ``core.input_gate``: only the assistant's notice is added."""
+    new = apply_delta(clear_turn(state), {"response.message": message, "response.citations": [],
+                                          "response.outcome": "fallback",
+                                          "messages": [{"role": "assistant", "content": message}]})
+    return TurnResult(state=new, user_text=text, message=message, citations=[], outcome="fallback", trace=[])
+
+
 def ask(state: FAQState, text: str, *, client: Any, kb: Any = None, config: FAQConfig | None = None,
         log: MutableSequence[dict[str, Any]] | None = None, graph: Graph | None = None) -> TurnResult:
     """Run one turn for ``text`` on ``state``; never raises in production mode (``config.strict`` False)."""
+    gate = check_length(text)
+    if gate is not None:  # too long: no model call, no KB search, nothing stored but the notice
+        return _gated(state, text, gate.message)
     config = config or FAQConfig()
     graph = graph or build_graph(strict=config.strict)
     ctx = FlowContext(client=client, kb=kb if kb is not None else default_kb(), config=config, log=log,

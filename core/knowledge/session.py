@@ -15,6 +15,7 @@ from typing import Any, MutableSequence, Sequence
 from core.attachments import ExtractedDocument
 from core.debuglog import CallTags
 from core.engine import RetryPolicy
+from core.input_gate import check_length
 from core.knowledge.turn import build_user_payload, call_llm, entry_schema, system_prompt, turn_schema
 from core.results import TurnResult
 
@@ -31,7 +32,7 @@ def history_for_model(chat: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
     turn JSON, so the model sees its own earlier state (seed 003 §2.2)."""
     history: list[dict[str, str]] = []
     for entry in chat:
-        if entry.get("failed"):
+        if entry.get("failed") or entry.get("gated"):
             continue
         if entry["role"] == "user":
             history.append({"role": "user", "content": entry.get("payload") or entry["content"]})
@@ -43,7 +44,18 @@ def history_for_model(chat: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
 def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[dict[str, str]], user_text: str,
                 documents: Sequence[ExtractedDocument], client: Any, *, log: MutableSequence[dict[str, Any]] | None = None,
                 session_id: str = "", retry: RetryPolicy | None = None) -> TurnOutcome:
-    """Append the user's turn, call the model, append the reply (or the failure). Never raises."""
+    """Append the user's turn, call the model, append the reply (or the failure). Never raises.
+    Text over ``core.pii.MAX_MESSAGE_CHARS`` (``core.input_gate``) is not sent: the turn fails at
+    once with the Japanese "too long" message (``error_type`` ``input_too_long``); both entries are
+    marked ``gated`` (shown, never sent to the model, nothing to resend)."""
+    gate = check_length(user_text)
+    if gate is not None:
+        user_entry = {"id": uuid.uuid4().hex[:8], "role": "user", "content": user_text[:200] + "…",
+                      "attachments": [], "gated": True}
+        assistant_entry = {"role": "assistant", "content": gate.message, "gated": True}
+        chat.extend([user_entry, assistant_entry])
+        result = TurnResult(ok=False, error_type="input_too_long", errors=[gate.message], assistant_message=gate.message)
+        return TurnOutcome(result, user_entry, assistant_entry)
     usable = [d for d in documents if d.ok and d.paragraphs]
     file_texts = [d.for_prompt() for d in usable]
     history = history_for_model(chat)
