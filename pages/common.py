@@ -102,15 +102,6 @@ def bind_conversation(flow: str, *, load: Callable[[dict[str, Any]], bool | None
     return state[key]
 
 
-def save_chat(flow: str, conversation_id: str, chat: list[dict[str, Any]]) -> None:
-    """Write the page's chat through to the store (called after each turn, before it is shown)."""
-    from core.store.chat_sync import sync_chat
-
-    client = st.session_state.llm_client
-    sync_chat(store(), conversation_id, chat, flow=flow, author=identity(), provider=getattr(client, "name", None),
-              model=getattr(client, "model", None))
-
-
 def open_conversation(conversation_id: str) -> None:
     """Button callback: show another conversation (the page loads it on this rerun)."""
     st.query_params["session"] = conversation_id

@@ -3,35 +3,29 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.faq.flow import ask, start_session
+from core.faq.conversation import FAQConversations
 from core.faq.kb import FaultyKB, default_kb
 from core.faq.report import latency_frame, outcome_badge, trace_frame
-from core.faq.state import FAQState
 from core.markup import safe_markdown, safe_text
-from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, save_chat, store
+from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
 
 state = st.session_state
 state.setdefault("faq_chat", [])  # [{"user", "message", "citations", "outcome", "trace"}]
 
 
+def _conversations() -> FAQConversations:
+    return FAQConversations(store(), identity())
+
+
 def _load_conversation(conversation: dict) -> bool:
-    saved = (conversation.get("state") or {}).get("faq_state")
-    state.faq_state = FAQState(saved) if saved else start_session(conversation["id"])
-    state.faq_chat = store().chat_entries(conversation["id"])
+    state.faq_state, state.faq_chat = _conversations().load(conversation)
     return True
 
 
 def _new_conversation() -> str:
-    conversation_id = store().create_conversation("faq", identity(), title="FAQ")
-    state.faq_state, state.faq_chat = start_session(conversation_id), []
+    conversation_id, state.faq_state = _conversations().new()
+    state.faq_chat = []
     return conversation_id
-
-
-def _save() -> None:
-    """Write the turn and the FAQ state through to the store before the page shows them."""
-    save_chat("faq", state.faq_conversation_id, state.faq_chat)
-    store().update_conversation(state.faq_conversation_id, merge_state={"faq_state": state.faq_state.to_dict()},
-                                title=state.faq_chat[0]["user"][:60] if state.faq_chat else None)
 
 st.title("❓ FAQ")
 provider_caption()
@@ -57,11 +51,9 @@ def _knowledge_base():
 
 def _run_turn(text: str) -> None:
     with st.spinner("FAQ を検索しています…（初回は検索インデックスの準備に時間がかかります）"):
-        result = ask(state.faq_state, text, client=state.llm_client, kb=_knowledge_base(), log=debug_sink())
+        result = _conversations().ask(state.faq_conversation_id, state.faq_state, state.faq_chat, text,
+                                      client=state.llm_client, kb=_knowledge_base(), log=debug_sink())
     state.faq_state = result.state
-    state.faq_chat.append({"user": result.user_text, "message": result.message, "citations": result.citations,
-                           "outcome": result.outcome, "trace": result.trace})
-    _save()
 
 
 def _show_citations(citations: list[str]) -> None:

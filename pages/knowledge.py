@@ -6,10 +6,11 @@ import json
 import streamlit as st
 
 from core.attachments import extract_document
-from core.knowledge.session import current_state, entries_csv, entries_json, resend, submit_turn, turns_jsonl
+from core.knowledge.session import current_state, entries_csv, entries_json, turns_jsonl
 from core.markup import safe_markdown, safe_text
-from pages.common import (bind_conversation, debug_sink, identity, provider_caption, recent_conversations, save_chat,
-                          store)
+from core.schema_versions import describe as schema_caption
+from core.knowledge.conversation import KnowledgeConversations
+from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
 
 PHASES = {"collect_case": "① 事例ヒアリング", "organize_risks": "② リスク整理",
           "draft_knowledge": "③ ナレッジ草案", "review_knowledge": "④ レビュー・確定"}
@@ -25,35 +26,26 @@ provider_caption()
 ENTRY_STATUS = {"draft": "🟡 下書き", "confirmed": "🟢 確定済み", "archived": "⚪ アーカイブ"}
 
 
+def _conversations() -> KnowledgeConversations:
+    return KnowledgeConversations(store(), identity())
+
+
 def _load_conversation(conversation: dict) -> None:
-    state.chat = store().chat_entries(conversation["id"])
-    state.knowledge_outputs = store().conversation_outputs(conversation["id"])
+    state.chat, state.knowledge_outputs = _conversations().load(conversation["id"])
     state.pending_submission = None
 
 
 def _new_conversation() -> str:
     state.chat, state.knowledge_outputs, state.pending_submission = [], [], None
-    return store().create_conversation("knowledge", identity())
-
-
-def _save(outcome) -> None:
-    """Write the chat and any drafted knowledge through to the store before the page shows them."""
-    save_chat("knowledge", state.session_id, state.chat)
-    if outcome is not None and outcome.result.ok and outcome.result.knowledge:
-        store().record_knowledge(state.session_id, outcome.result.knowledge, identity())
-        state.knowledge_outputs = store().conversation_outputs(state.session_id)
-    first = next((e.get("user_text") or e.get("content") for e in state.chat if e["role"] == "user"), "")
-    title = next((e.get("knowledge_title") for e in state.knowledge_outputs if e.get("knowledge_title")), "") or first
-    store().update_conversation(state.session_id, title=(title or "（添付のみ）").replace("\n", " ")[:60])
+    return _conversations().new()
 
 
 def _confirm_entry(entry_id: int) -> None:
     try:
-        store().set_entry_status(entry_id, "confirm", identity())
+        state.knowledge_outputs = _conversations().confirm(state.session_id, entry_id, identity())
         st.toast("ナレッジを確定しました。ライブラリに登録されています。", icon="✅")
     except (PermissionError, ValueError) as exc:
         st.toast(str(exc), icon="⚠️")
-    state.knowledge_outputs = store().conversation_outputs(state.session_id)
 
 
 def _start_new() -> None:
@@ -72,9 +64,8 @@ def _extract_all(files: list[tuple[str, bytes]], passwords: dict[str, str]) -> l
 
 def _run_turn(text: str, docs: list) -> None:
     with st.status("モデルが応答を作成しています…", expanded=False) as status:
-        outcome = submit_turn(state.chat, state.knowledge_outputs, text, docs, state.llm_client,
-                              log=debug_sink(), session_id=state.session_id)
-        _save(outcome)
+        outcome = _conversations().submit(state.session_id, state.chat, state.knowledge_outputs, text, docs,
+                                          state.llm_client, log=debug_sink())
         status.update(label=outcome.result.status_label,
                       state="complete" if outcome.result.ok else "error")
 
@@ -130,14 +121,16 @@ with chat_col:
     for entry in state.chat:
         with st.chat_message(entry["role"]):
             if entry.get("failed") and entry["role"] == "assistant":
-                st.error(f"⚠️ {entry['content']}（{entry.get('error_type')}、{entry.get('attempts', 0)} 回試行）")
-                st.code("\n".join(entry.get("errors") or []) or "-", language=None)
-                with st.expander("モデルの生出力", expanded=True):
-                    st.code(entry.get("raw") or "（出力なし）", language="json")
+                if state.get("debug_enabled"):  # internal details only in debug mode
+                    st.error(f"⚠️ {entry['content']}（{entry.get('error_type')}、{entry.get('attempts', 0)} 回試行）")
+                    st.code("\n".join(entry.get("errors") or []) or "-", language=None)
+                    with st.expander("モデルの生出力", expanded=True):
+                        st.code(entry.get("raw") or "（出力なし）", language="json")
+                else:  # seed 003 §2.2: the user sees a temporary error
+                    st.error("⚠️ 一時的なエラーが発生しました。入力内容は保持しています。同じ内容で再送信してください。")
                 if st.button("同じ内容で再送信", key=f"resend_{entry.get('retry_of')}"):
-                    outcome = resend(state.chat, state.knowledge_outputs, entry["retry_of"], state.llm_client,
-                                     log=debug_sink(), session_id=state.session_id)
-                    _save(outcome)
+                    _conversations().resend(state.session_id, state.chat, state.knowledge_outputs, entry["retry_of"],
+                                            state.llm_client, log=debug_sink())
                     st.rerun()
                 continue
             st.markdown(safe_markdown(entry["content"]) or "（添付のみ）")
@@ -147,8 +140,8 @@ with chat_col:
                 with st.expander("抽出したテキスト（先頭）"):
                     for text in entry["file_texts"]:
                         st.text(text[:800])
-            if entry.get("method"):
-                st.caption(f"方式: {entry['method']} · 呼び出し {entry.get('attempts', 1)} 回")
+            if entry.get("method") and state.get("debug_enabled"):  # internal captions only in debug mode
+                st.caption(f"方式: {entry['method']} · 呼び出し {entry.get('attempts', 1)} 回 · {schema_caption(entry)}")
 
 with side_col:
     turn = current_state(state.chat)
