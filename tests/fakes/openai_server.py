@@ -67,6 +67,7 @@ def completion(content: str | None, *, model: str, tool_args: str | None = None,
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # load tests open dozens of connections at once
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that hang up (deadlines, caps) are expected here
