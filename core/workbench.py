@@ -30,7 +30,7 @@ from core.pii import mask_pii
 from core.prompts import load_prompt, prompt_names, reload_prompts
 from core.results import StructuredResult
 from core.schemas import load_schema, to_strict_schema
-from core.validation import validate_json
+from core.validation import ENTRY_FIELDS, validate_json
 
 JST = timezone(timedelta(hours=9))
 # The method a record stands for: its strategy, or the seed-004 judgment stage its task is.
@@ -130,6 +130,12 @@ def output_schema_version(record: Mapping[str, Any]) -> str | None:
     data = parse_with_stage(record.get("raw_output") or "").data
     if not isinstance(data, dict):
         return None
+    try:  # seed 003 §8 registry, when present
+        from core.schema_versions import version_of
+    except ImportError:  # pragma: no cover - the registry is part of the repository
+        version_of = None
+    if version_of is not None and version_of(data):
+        return version_of(data)
     control = data.get("control")
     version = control.get("schema_version") if isinstance(control, dict) else None
     return str(version or data.get("schema_version") or "") or None
@@ -465,19 +471,23 @@ def conversation_turns(store: Any, conversation_id: str) -> tuple[dict[str, Any]
     turns: list[dict[str, Any]] = []
     final: dict[str, Any] = {}
     if flow == "knowledge":
+        confirmed = [e for e in store.list_entries(conversation_id=conversation_id) if e.get("status") == "confirmed"]
+        confirmed_at = sorted(str(e.get("confirmed_at") or "") for e in confirmed)
         for row in rows:
+            if confirmed_at and str(row.get("created_at") or "") > confirmed_at[0]:
+                turns.append({"action": "confirm"})  # the operator confirmed the draft here
+                confirmed_at = []
             if row["role"] == "user" and (row.get("user_input") or "").strip():
                 turns.append({"message": _message(row["user_input"])})
-        last = _last(rows, "assistant")
+        if confirmed_at:
+            turns.append({"action": "confirm"})
+        last = next((r for r in reversed(rows) if r["role"] == "assistant" and r.get("ok")), None)
         turn = (last or {}).get("turn_json") or {}
-        knowledge = turn.get("knowledge_json")
-        entry = knowledge[0] if isinstance(knowledge, list) and knowledge else knowledge
+        # The entry under test, as core.knowledge.scenario picks it: the confirmed one, else the newest draft.
+        entry = confirmed[-1] if confirmed else next(iter(store.conversation_outputs(conversation_id)), None)
         final = {"phase": (turn.get("state") or {}).get("phase"), "mode": (turn.get("control") or {}).get("mode"),
-                 "knowledge": entry if isinstance(entry, dict) else {},
-                 "schema_version": (turn.get("control") or {}).get("schema_version")}
-        confirmed = [e for e in store.list_entries(status="confirmed") if e.get("conversation_id") == conversation_id] \
-            if hasattr(store, "list_entries") else []
-        final["confirmed"] = bool(confirmed)
+                 "knowledge": {f: str(entry.get(f) or "") for f in ENTRY_FIELDS} if entry else {},
+                 "confirmed": bool(confirmed), "schema_version": _schema_version(turn)}
     elif flow == "faq":
         for row in rows:
             if (row.get("user_input") or "").strip():
@@ -502,6 +512,14 @@ def conversation_turns(store: Any, conversation_id: str) -> tuple[dict[str, Any]
     else:
         raise ValueError(f"unknown flow: {flow}")
     return conversation, turns, final
+
+
+def _schema_version(turn: Mapping[str, Any]) -> str | None:
+    try:
+        from core.schema_versions import describe
+    except ImportError:  # pragma: no cover
+        return (turn.get("control") or {}).get("schema_version")
+    return describe(turn) if turn else None
 
 
 def suggest_expectations(store: Any, conversation_id: str) -> dict[str, Any]:
@@ -548,9 +566,7 @@ def promote(store: Any, conversation_id: str, expectations: Mapping[str, Any], *
     if flow == "diagnosis" and final.get("vehicle"):
         scenario["vehicle"] = final["vehicle"]
     chosen = [dict(t) for t in (turns if turns is not None else found)]
-    if flow == "knowledge" and expect.get("confirmed") and not any(t.get("action") == "confirm" for t in chosen):
-        chosen.append({"action": "confirm"})
-    if not chosen:
+    if not any("message" in t for t in chosen):
         raise ValueError("この会話には再生できるユーザーの発話がありません。")
     scenario["turns"] = chosen
     scenario["expect"] = expect

@@ -293,7 +293,7 @@ with tab_promote:
             convo = None
         if convo is not None:
             st.caption(f"フロー: {convo['flow']} · {convo.get('title') or '（無題）'} · ユーザーの発話 {len(turns)} 件"
-                       + (f" · 出力のスキーマ版: {final['schema_version']}" if final.get("schema_version") else ""))
+                       + (f" · 最後のターン: {final['schema_version']}" if final.get("schema_version") else ""))
             st.code(wb.scenario_yaml({"turns": turns}).strip(), language="yaml")
             suggested = wb.suggest_expectations(store(), cid)
             st.markdown("**期待値（チェックしたものをシナリオに入れます）**")
@@ -307,6 +307,11 @@ with tab_promote:
                                          max_chars=500)
                 if contains.strip():
                     expect["message_contains"] = [p.strip() for p in contains.split("／") if p.strip()]
+            if convo["flow"] == "knowledge" and "knowledge_contains" in known:
+                words = st.text_input("ナレッジのいずれかの項目に含まれるべき文字列（任意・「／」区切り）",
+                                      key="wb_expect_knowledge_contains", max_chars=500)
+                if words.strip():
+                    expect["knowledge_contains"] = {"*": [w.strip() for w in words.split("／") if w.strip()]}
             name = st.text_input("シナリオ名", value=f"{convo['flow']} {cid}", key="wb_promote_name", max_chars=200)
             file_name = wb.scenario_filename(st.text_input("ファイル名", value=f"promoted_{convo['flow']}",
                                                            key="wb_promote_file", max_chars=60))

@@ -257,3 +257,46 @@ def test_saving_a_prompt_version_rejects_bad_names_and_empty_content(tmp_path):
 
 def test_content_version_matches_prompt_version_of_the_file():
     assert wb.content_version(load_prompt("knowledge_system") + "\n") == prompt_version("knowledge_system")
+
+
+def knowledge_conversation(store, messages, *, confirm_after: int | None = None) -> str:
+    """A knowledge conversation stored the way the console page stores it."""
+    from core.knowledge.session import submit_turn
+    from core.store.chat_sync import sync_chat
+
+    cid = store.create_conversation("knowledge", OPERATOR_ID)
+    chat: list[dict] = []
+    outputs: list[dict] = []
+    for i, text in enumerate(messages):
+        outcome = submit_turn(chat, outputs, text, [], OfflineClient(), session_id=cid)
+        sync_chat(store, cid, chat, flow="knowledge", author=OPERATOR_ID)
+        if outcome.result.ok and outcome.result.knowledge:
+            store.record_knowledge(cid, outcome.result.knowledge, OPERATOR_ID)
+        if confirm_after == i + 1:
+            for entry in store.conversation_outputs(cid):
+                if entry["status"] == "draft":
+                    store.set_entry_status(entry["id"], "confirm", OPERATOR_ID)
+    return cid
+
+
+def test_promote_a_confirmed_knowledge_interview(tmp_path):
+    store = get_store()
+    case = "業務委託契約の第8条（損害賠償）で、賠償額の上限がなく責任が無制限になっている点が問題でした。"
+    cid = knowledge_conversation(store, [case, "委託料の総額を上限とするよう修正を求めるべきです。", "おまかせ",
+                                         "ありがとうございました"], confirm_after=3)
+    suggested = wb.suggest_expectations(store, cid)
+    assert suggested["confirmed"] is True and suggested["phase"] and suggested["mode"]
+    assert "knowledge_title" in suggested["knowledge_fields"]
+    scenario = wb.promote(store, cid, {**suggested, "knowledge_contains": {"*": ["委託料"]}}, name="ナレッジ昇格")
+    assert scenario["turns"] == [{"message": case}, {"message": "委託料の総額を上限とするよう修正を求めるべきです。"},
+                                 {"message": "おまかせ"}, {"action": "confirm"}, {"message": "ありがとうございました"}]
+    _, _, final = wb.conversation_turns(store, cid)
+    assert final["schema_version"] == "スキーマ 1.0"
+    [result] = run_files([wb.save_scenario(scenario, tmp_path / "k.yaml")])
+    assert result.passed, result.failures
+
+
+def test_output_schema_version_of_a_record():
+    [record] = knowledge_record(OfflineClient())
+    assert wb.output_schema_version(record) == "1.0"
+    assert wb.output_schema_version({"raw_output": "not json"}) is None
