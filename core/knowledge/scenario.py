@@ -1,9 +1,9 @@
 """Scenario-runner adapter for the knowledge interview (``core.eval`` contract).
 
-``run_scenario(scenario, client, log, source=path)`` plays ``turns`` the way the console page does —
-:func:`core.knowledge.session.submit_turn`, write-through of the chat, and the drafted knowledge
-recorded in the library — against a temporary SQLite :class:`~core.store.store.Store`, so
-``confirmed`` means the library's state. Turns:
+``run_scenario(scenario, client, log, source=path)`` plays ``turns`` on the page's own stored path,
+:class:`core.knowledge.conversation.KnowledgeConversations` (the turn, write-through of the chat, the
+drafted knowledge recorded in the library), against a temporary SQLite
+:class:`~core.store.store.Store`, so ``confirmed`` means the library's state. Turns:
 
 - ``{message: "...", attachments: [path, ...]}`` — one user turn; attachment paths are relative to
   the scenario file (and must stay inside its directory), read through
@@ -25,8 +25,8 @@ from typing import Any
 
 from core.attachments import extract_document
 from core.identity import Identity
-from core.knowledge.session import current_state, submit_turn
-from core.store.chat_sync import sync_chat
+from core.knowledge.conversation import KnowledgeConversations
+from core.knowledge.session import current_state
 from core.store.store import ENTRY_FIELDS, Store
 
 OPERATOR = Identity(name="eval")
@@ -71,10 +71,10 @@ def _observe(store: Store, conversation_id: str, chat: list[dict[str, Any]], use
             "user_turns": user_turns}
 
 
-def _confirm_drafts(store: Store, conversation_id: str) -> int:
-    drafts = [e for e in store.conversation_outputs(conversation_id) if e["status"] == "draft"]
+def _confirm_drafts(conversations: KnowledgeConversations, conversation_id: str) -> int:
+    drafts = [e for e in conversations.store.conversation_outputs(conversation_id) if e["status"] == "draft"]
     for entry in drafts:
-        store.set_entry_status(entry["id"], "confirm", OPERATOR)
+        conversations.confirm(conversation_id, entry["id"], OPERATOR)
     return len(drafts)
 
 
@@ -87,20 +87,18 @@ def run_scenario(scenario: dict[str, Any], client: Any, log: list, *, source: st
     with tempfile.TemporaryDirectory(prefix="kaiwa-eval-") as tmp:
         store = Store(f"sqlite:///{tmp}/eval.db")
         try:
-            conversation_id = store.create_conversation("knowledge", OPERATOR)
+            conversations = KnowledgeConversations(store, OPERATOR)
+            conversation_id = conversations.new()
             for turn in scenario.get("turns") or []:
                 if not isinstance(turn, dict):
                     raise ValueError(f"unknown knowledge turn {turn!r}")
                 if "message" in turn or "attachments" in turn:
                     docs = _documents(base, turn.get("attachments"))
-                    outcome = submit_turn(chat, outputs, str(turn.get("message") or ""), docs, client, log=log,
-                                          session_id=conversation_id)
-                    sync_chat(store, conversation_id, chat, flow="knowledge", author=OPERATOR)
-                    if outcome.result.ok and outcome.result.knowledge:
-                        store.record_knowledge(conversation_id, outcome.result.knowledge, OPERATOR)
+                    conversations.submit(conversation_id, chat, outputs, str(turn.get("message") or ""), docs, client,
+                                         log=log)
                     user_turns += 1
                 elif turn.get("action") == "confirm":
-                    if not _confirm_drafts(store, conversation_id):
+                    if not _confirm_drafts(conversations, conversation_id):
                         raise ValueError("confirm: the conversation has no draft entry to confirm")
                 else:
                     raise ValueError(f"unknown knowledge turn {turn!r} (expected message / attachments or "
