@@ -2,10 +2,11 @@
 
 A file (YAML; JSON is valid YAML) holds a list of scenarios
 ``{name, flow, vehicle?, faults?, turns: [{message} | {action, value}], expect: {...}}``.
-Each scenario gets a fresh client and debug log; an adapter that takes a ``source`` keyword gets the
-scenario file's path (the knowledge flow resolves attachment paths against it). An adapter that is missing or raises, or a
-malformed scenario, is a failed scenario (never a crash). Exit status of :func:`main`: 0 when
-every scenario passed, 1 when any failed, 2 when a file cannot be read or parsed (or none given).
+Each scenario gets a fresh client and debug log; an adapter that takes a ``source`` keyword gets
+the scenario file's path (the knowledge flow resolves attachment paths against it). An adapter
+that is missing or raises, or a malformed scenario, is a failed scenario (never a crash). Exit
+status of :func:`main`: 0 when every scenario passed, 1 when any failed, 2 when a file cannot be
+read or parsed (or none given).
 """
 from __future__ import annotations
 

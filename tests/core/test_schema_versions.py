@@ -130,7 +130,8 @@ def test_an_old_stored_turn_loads_displays_and_replays(tmp_path):
 
 
 def test_an_unreadable_stored_turn_still_shows_its_message():
-    bad = {"id": "a", "role": "assistant", "content": "古い応答", "turn": {**CURRENT_TURN, "control": {"schema_version": "7"}}}
+    bad = {"id": "a", "role": "assistant", "content": "古い応答",
+           "turn": {**CURRENT_TURN, "control": {"schema_version": "7"}}}
     out = sv.upgrade_entry(bad)
     assert "turn" not in out and out["content"] == "古い応答" and "未対応" in out["schema_error"]
     assert sv.describe(out) == "スキーマ 7（読み込めません）"
