@@ -149,7 +149,8 @@ def seeded(store, clock):
     call(store, ids["K2"], "knowledge", "turn", "openai", 1, "call", "ok", "tool_call", 400, "v2", time=DAY2)
     call(store, ids["K2"], "knowledge", "turn", "offline", 1, "call", "provider_error:timeout", "prompt_extract", 50)
     call(store, ids["K2"], "knowledge", "turn", "offline", 2, "retry", "ok", "prompt_extract", 150)
-    call(store, ids["D1"], "diagnosis", "diagnosing", "openai", 1, "call", "parse_error", "structured_output", 500, "v1")
+    call(store, ids["D1"], "diagnosis", "diagnosing", "openai", 1, "call", "parse_error", "structured_output", 500,
+         "v1")
     call(store, ids["D1"], "diagnosis", "diagnosing", "openai", 2, "repair", "schema_error", "structured_output", 600,
          "v1")
     call(store, ids["D1"], "diagnosis", "diagnosing", "openai", 3, "repair", "ok", "structured_output", 700, "v1")
@@ -309,7 +310,12 @@ def test_an_empty_store_gives_empty_tables_not_errors(store):
 
 def test_debug_fields_are_read_in_the_database_not_by_loading_whole_records(store, seeded, monkeypatch):
     parse = a._loads
-    monkeypatch.setattr(a, "_loads", lambda text: pytest.fail("debug records parsed in Python") if "messages" in str(text)
-                        else parse(text))
+
+    def no_records(text):
+        if "messages" in str(text):
+            pytest.fail("debug records parsed in Python")
+        return parse(text)
+
+    monkeypatch.setattr(a, "_loads", no_records)
     frames = a.load_frames(store, **RANGE)
     assert "record" not in frames.debug and set(frames.debug["prompt_version"]) == {"v1", "v2", a.UNKNOWN}

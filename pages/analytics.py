@@ -1,0 +1,139 @@
+"""分析: the store's analytics (issue #9) for a date range in Japan time and a provider filter — the interview
+funnel, model quality, diagnosis outcomes and FAQ rates; every table downloadable as CSV (UTF-8 with BOM).
+The figures come from ``core.analytics``; this page only labels and draws them."""
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+
+import pandas as pd
+import streamlit as st
+
+from core import analytics
+from core.diagnosis.view import LEVEL_LABELS, STEP_LABELS
+from core.faq.report import OUTCOME_BADGES
+from core.llm.registry import PROVIDER_LABELS
+from pages.common import JST, jst, store
+
+COLUMNS = {
+    "stage": "段階", "conversations": "会話数", "share": "割合", "target": "到達目標", "mean": "平均", "median": "中央値",
+    "min": "最小", "max": "最大", "phase": "フェーズ", "reached": "到達", "ended_here": "ここで終了", "dropoff_rate": "離脱率",
+    "metric": "指標", "value": "値", "task": "タスク", "provider": "プロバイダー", "prompt_version": "プロンプト版",
+    "tasks": "タスク数", "calls": "呼び出し数", "first_try_valid": "初回で有効", "valid": "最終的に有効",
+    "repairs_per_task": "修復回数/タスク", "error_calls": "失敗した呼び出し", "latency_p50_ms": "応答時間 p50 (ms)",
+    "latency_p95_ms": "応答時間 p95 (ms)", "error_type": "エラー種別", "share_of_calls": "呼び出しに占める割合",
+    "urgency": "緊急度", "done": "完了", "booked": "予約あり", "booking_rate": "予約率", "step": "ステップ",
+    "outcome": "結果", "exchanges": "やり取り数", "rate": "率", "question": "質問（マスク済み）", "count": "件数",
+    "last_asked": "最終質問日時",
+}
+VALUES = {
+    "stage": {"started": "開始", "finalize": "確定モード（finalize）", "confirmed": "ナレッジ確定"},
+    "phase": {analytics.NO_PHASE: "（応答なし）"},
+    "target": {"draft_knowledge": "草案作成（draft_knowledge）", "finalize": "確定モード（finalize）"},
+    "metric": {"entries": "ナレッジ数", "status_draft": "下書き", "status_confirmed": "確定済み",
+               "status_archived": "アーカイブ", "ever_confirmed": "一度でも確定された", "conversations_with_confirmed":
+               "確定ナレッジのある会話", "booked_conversations": "予約のある会話", "booking_rate": "予約率",
+               "answers": "回答数", "citations_per_answer": "回答あたりの引用数", "answers_with_citations": "引用のある回答の割合"},
+    "urgency": {**LEVEL_LABELS, analytics.UNKNOWN: "不明"},
+    "step": {**STEP_LABELS, analytics.UNKNOWN: "不明"},
+    "outcome": {k: label for k, (label, _) in OUTCOME_BADGES.items()},
+    "provider": {**PROVIDER_LABELS, analytics.UNKNOWN: "不明"},
+}
+PHASE_LABELS = {"collect_case": "事例ヒアリング", "organize_risks": "リスク整理", "draft_knowledge": "ナレッジ草案作成",
+                "review_knowledge": "レビュー・確定"}
+VALUES["stage"].update(PHASE_LABELS)
+VALUES["phase"].update(PHASE_LABELS)
+VALUES["metric"]["conversations"] = "会話数"
+
+
+def labelled(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with Japanese values and column names, as shown and downloaded."""
+    shown = table.copy()
+    for column, labels in VALUES.items():
+        if column in shown:
+            shown[column] = shown[column].map(lambda v, m=labels: m.get(v, v))
+    return shown.rename(columns=COLUMNS)
+
+
+def show(table: pd.DataFrame, key: str, *, index: bool = False) -> pd.DataFrame:
+    shown = labelled(table)
+    st.dataframe(shown, hide_index=not index, width="stretch", key=f"an_table_{key}")
+    st.download_button("CSV をダウンロード", shown.to_csv(index=index).encode("utf-8-sig"),
+                       file_name=f"{key}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{key}")
+    return shown
+
+
+def figure(table: pd.DataFrame, name: str):
+    return table.set_index("metric")["value"].get(name, 0)
+
+
+st.title("📊 分析")
+st.caption("会話・ナレッジ・予約・モデル呼び出しの記録を集計します（期間は会話の開始日時、日本時間）。")
+today = datetime.now(JST).date()
+date_col, provider_col = st.columns([1, 2])
+period = date_col.date_input("期間（日本時間）", value=(today - timedelta(days=29), today), max_value=today,
+                             key="an_dates")
+picked = list(period) if isinstance(period, (list, tuple)) else [period]
+start, end = (picked[0], picked[-1]) if picked else (today, today)
+frames = analytics.load_frames(store(), datetime.combine(start, time(), JST),
+                               datetime.combine(end + timedelta(days=1), time(), JST))
+providers = provider_col.multiselect("プロバイダー", analytics.provider_options(frames), placeholder="すべて",
+                                     format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
+frames = analytics.filter_providers(frames, providers)
+
+interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
+
+with interview:
+    st.subheader("インタビューのファネル")
+    funnel = show(analytics.interview_funnel(frames), "interview_funnel")
+    st.bar_chart(funnel, x="段階", y="会話数", sort=False)
+    st.subheader("到達までのユーザーターン数")
+    show(analytics.turns_to_phase(frames), "turns_to_phase")
+    st.subheader("フェーズ別の離脱")
+    dropoff = show(analytics.phase_dropoff(frames), "phase_dropoff")
+    st.bar_chart(dropoff, x="フェーズ", y="ここで終了", sort=False)
+    st.subheader("ナレッジの確定")
+    show(analytics.entries_confirmed(frames), "entries_confirmed")
+
+with quality:
+    st.subheader("タスク・プロバイダー・プロンプト版ごとの品質")
+    table = analytics.model_quality(frames)
+    if table.empty:
+        st.info("この期間のモデル呼び出しの記録はありません（デバッグログがオンのときに記録されます）。")
+    show(table, "model_quality")
+    over_time = analytics.quality_over_time(frames)
+    if not over_time.empty:
+        st.caption("初回で有効な割合の推移（日別）: プロンプトを変えると段差として現れます。")
+        st.line_chart(over_time.rename_axis("日付"))
+    st.subheader("構造化出力の方式")
+    mix = analytics.method_mix(frames)
+    show(mix, "method_mix")
+    if not mix.empty:
+        st.bar_chart(mix.set_index("task"), horizontal=True)
+    st.subheader("エラー種別")
+    show(analytics.error_types(frames), "error_types")
+
+with diagnosis:
+    summary = analytics.diagnosis_summary(frames)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("問診の会話", int(figure(summary, "conversations")))
+    c2.metric("予約率", f"{figure(summary, 'booking_rate'):.1%}")
+    c3.metric("回答あたりの引用数", f"{figure(summary, 'citations_per_answer'):.2f}")
+    st.subheader("緊急度別の結果")
+    outcomes = show(analytics.diagnosis_outcomes(frames), "diagnosis_outcomes")
+    if not outcomes.empty:
+        st.bar_chart(outcomes, x="緊急度", y=["完了", "予約あり"], sort=False, stack=False)
+    st.subheader("会話が止まったステップ")
+    steps = show(analytics.diagnosis_end_steps(frames), "diagnosis_end_steps")
+    if not steps.empty:
+        st.bar_chart(steps, x="ステップ", y="会話数", sort=False)
+    st.subheader("指標")
+    show(summary, "diagnosis_summary")
+
+with faq:
+    st.subheader("結果の内訳")
+    rates = show(analytics.faq_rates(frames), "faq_rates")
+    st.bar_chart(rates, x="結果", y="率", sort=False)
+    st.subheader("該当記事がなかった質問（多い順）")
+    st.caption("個人情報はマスクしています。ナレッジベースに追加すべき記事の候補です。")
+    missed = analytics.faq_top_not_found(frames, 20)
+    show(missed.assign(last_asked=missed["last_asked"].map(jst)), "faq_not_found")

@@ -1,0 +1,111 @@
+"""分析 page (AppTest): the four sections show the seeded store's numbers, the provider filter narrows
+them, and every table has a CSV download in UTF-8 with a BOM."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from core import analytics
+from core.store import get_store
+from pages.common import jst
+from tests.core.test_analytics import OPERATOR_ID, call, conversation, diag_chat, faq_chat, knowledge_chat
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "analytics.py")
+TABLES = 12  # every st.dataframe on the page has its own download
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """The files the page offers for download: {file name: bytes}."""
+    files: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def capture(self, path_or_data, mimetype, kind, filename=None):
+        if filename and isinstance(path_or_data, bytes):
+            files[filename] = path_or_data
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
+    return files
+
+
+@pytest.fixture
+def seeded():
+    store = get_store()
+    k1 = conversation(store, "knowledge", knowledge_chat(("collect_case",), ("draft_knowledge",),
+                                                         ("review_knowledge", "finalize")), provider="openai")
+    (entry,) = store.record_knowledge(k1, [{"knowledge_title": "損害賠償の上限"}], OPERATOR_ID)
+    store.set_entry_status(entry, "confirm", OPERATOR_ID)
+    conversation(store, "knowledge", knowledge_chat(("collect_case",), "fail"), provider="offline")
+    d1 = conversation(store, "diagnosis", diag_chat(("vehicle_id", 0), ("reservation", 2), ("done", 0)),
+                      provider="openai", state={"session": {"urgency_level": "high"}})
+    store.create_booking(d1, booking_type="visit", contact={"name": "客"}, urgency="high", actor=OPERATOR_ID)
+    conversation(store, "faq", faq_chat(("answered", "オイル交換の目安は？", 1),
+                                        ("not_found", "保証は何年？ 連絡先 090-1234-5678", 0),
+                                        ("not_found", "保証は何年？ 連絡先 090-1234-5678", 0),
+                                        ("handoff", "担当者と話したい", 0)), provider="offline")
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    call(store, k1, "knowledge", "turn", "openai", 1, "call", "schema_error", "structured_output", 100, "v1", time=now)
+    call(store, k1, "knowledge", "turn", "openai", 2, "repair", "ok", "structured_output", 300, "v1", time=now)
+    return store
+
+
+def page() -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def table(at: AppTest, column: str):
+    """The first table on the page with ``column``."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def test_the_page_shows_each_sections_numbers(seeded, downloads):
+    at = page()
+    assert [t.label for t in at.tabs] == ["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"]
+    assert {"インタビューのファネル", "タスク・プロバイダー・プロンプト版ごとの品質", "緊急度別の結果", "結果の内訳"} <= {
+        s.value for s in at.subheader}
+    funnel = table(at, "段階").set_index("段階")["会話数"]
+    assert funnel["開始"] == 2 and funnel["ナレッジ草案作成"] == 1 and funnel["ナレッジ確定"] == 1
+    quality = table(at, "初回で有効")
+    assert quality.iloc[0][["タスク", "プロバイダー", "プロンプト版", "タスク数", "呼び出し数", "初回で有効"]].tolist() == [
+        "knowledge/turn", "OpenAI 互換 API", "v1", 1, 2, 0.0]
+    assert table(at, "緊急度").set_index("緊急度").loc["高", "予約率"] == 1.0
+    assert {m.label: m.value for m in at.metric} == {"問診の会話": "1", "予約率": "100.0%", "回答あたりの引用数": "2.00"}
+    rates = table(at, "やり取り数").set_index("結果")["やり取り数"]
+    assert rates["該当記事なし"] == 2 and rates["回答（根拠あり）"] == 1 and rates["担当者へ引き継ぎ"] == 1
+    missed = table(at, "質問（マスク済み）")
+    assert missed.iloc[0].tolist()[:2] == ["保証は何年？ 連絡先 [電話番号]", 2]
+    asked = analytics.faq_top_not_found(analytics.load_frames(seeded))["last_asked"][0]  # stored in UTC
+    assert missed.iloc[0]["最終質問日時"] == jst(asked)  # shown in Japan time
+
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["CSV をダウンロード"] * TABLES and len(at.dataframe) == TABLES
+    assert len(downloads) == TABLES
+    csv = next(data for name, data in downloads.items() if name.startswith("faq_not_found_"))
+    assert csv.startswith(b"\xef\xbb\xbf") and "090" not in csv.decode("utf-8-sig")
+    assert csv.decode("utf-8-sig").splitlines()[0] == "質問（マスク済み）,件数,最終質問日時"
+
+
+def test_the_provider_filter_narrows_every_section(seeded):
+    at = page()
+    at.multiselect(key="an_providers").set_value(["offline"]).run()
+    assert not at.exception
+    funnel = table(at, "段階").set_index("段階")["会話数"]
+    assert funnel["開始"] == 1 and funnel["ナレッジ確定"] == 0
+    assert table(at, "初回で有効").empty
+    assert {m.label: m.value for m in at.metric}["問診の会話"] == "0"
+    assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 2
+
+
+def test_an_empty_store_renders_every_section_without_errors():
+    at = page()
+    assert any("モデル呼び出しの記録はありません" in i.value for i in at.info)
+    assert table(at, "段階")["会話数"].sum() == 0
+    assert len(at.get("download_button")) == TABLES
