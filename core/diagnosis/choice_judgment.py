@@ -61,8 +61,13 @@ def judge_choice(ctx: DiagnosisContext, session: SessionState, text: str, choice
     start = len(ctx.log) if ctx.log is not None else 0
     outcome = _judge_with_model(ctx, session, text, choices, question=question, step=step or session.current_step.value)
     if ctx.log is not None:
-        for record in ctx.log[start:]:
-            record["judgment_method"] = outcome.method
+        made = list(ctx.log[start:])
+        annotate = getattr(ctx.log, "annotate", None)  # a stored log updates its stored copies too
+        if callable(annotate):
+            annotate(made, judgment_method=outcome.method)
+        else:
+            for record in made:
+                record["judgment_method"] = outcome.method
     return outcome
 
 

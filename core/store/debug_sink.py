@@ -23,10 +23,21 @@ class StoredDebugLog(list):
         self.keep = keep
 
     def append(self, record: Mapping[str, Any]) -> None:  # type: ignore[override]
+        kept = dict(record)
         try:
-            self.store.add_debug_record(record, self.owner)
+            kept["_store_id"] = self.store.add_debug_record(record, self.owner)
         except Exception:  # noqa: BLE001 - the debug log must never fail a turn
             logger.exception("could not store a debug record")
-        super().append(dict(record))
+        super().append(kept)
         if len(self) > self.keep:
             del self[: len(self) - self.keep]
+
+    def annotate(self, records: list[dict[str, Any]], **fields: Any) -> None:
+        """Add ``fields`` to records already appended, here and in the store."""
+        for record in records:
+            record.update(fields)
+            if record.get("_store_id") is not None:
+                try:
+                    self.store.annotate_debug_record(record["_store_id"], fields)
+                except Exception:  # noqa: BLE001
+                    logger.exception("could not annotate a debug record")

@@ -468,15 +468,24 @@ class Store:
         return self.get_booking(number) or {}
 
     # ---- debug records ---------------------------------------------------------------------------
-    def add_debug_record(self, record: Mapping[str, Any], owner: Any = None) -> None:
-        """Store one (already masked) debug record, shared by every operator."""
+    def add_debug_record(self, record: Mapping[str, Any], owner: Any = None) -> int:
+        """Store one (already masked) debug record, shared by every operator; returns its id."""
         with self._write() as conn:
-            conn.execute(insert(t.debug_records).values(
+            return conn.execute(insert(t.debug_records).values(
                 conversation_id=str(record.get("session_id") or "")[:80] or None,
                 created_at=str(record.get("time") or now_iso()), owner=_who(owner)[0],
                 flow=record.get("flow"), step=str(record.get("step") or "")[:60], provider=record.get("provider"),
                 model=str(record.get("model") or "")[:200], strategy=record.get("strategy"),
-                outcome=str(record.get("outcome") or "")[:80], record=_dumps(dict(record))))
+                outcome=str(record.get("outcome") or "")[:80], record=_dumps(dict(record)))
+                .returning(t.debug_records.c.id)).scalar_one()
+
+    def annotate_debug_record(self, record_id: int, fields: Mapping[str, Any]) -> None:
+        """Add keys to a stored record (e.g. the judgment method, known only after later calls)."""
+        with self._write() as conn:
+            current = conn.execute(select(t.debug_records.c.record).where(t.debug_records.c.id == record_id)).scalar()
+            if current is not None:
+                conn.execute(update(t.debug_records).where(t.debug_records.c.id == record_id)
+                             .values(record=_dumps({**(_loads(current, {}) or {}), **dict(fields)})))
 
     def list_debug_records(self, *, conversation_id: str | None = None, flow: str | None = None,
                            since: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:

@@ -256,3 +256,14 @@ def test_stored_entries_mask_personal_data_unless_kept_but_never_keep_secrets(st
     assert "090-1234-5678" in stored and "sk-abcdefghijklmnopqrstuvwx" not in stored
     edited = store.edit_entry(masked, {"action_plan": "連絡先 taro@example.jp"}, operator)
     assert "taro@example.jp" not in edited["action_plan"]
+
+
+def test_stored_debug_log_annotates_records_already_stored(store):
+    from core.store.debug_sink import StoredDebugLog
+
+    log = StoredDebugLog(store, "op")
+    log.append({"session_id": "c9", "task": "choice_judgment"})
+    log.append({"session_id": "c9", "task": "choice_tag"})
+    log.annotate(log[-2:], judgment_method="tag_fallback")
+    assert [r["judgment_method"] for r in store.list_debug_records(conversation_id="c9")] == ["tag_fallback"] * 2
+    assert all(r["judgment_method"] == "tag_fallback" for r in log)
