@@ -17,6 +17,21 @@ urgency, the retrieved manual sections with their content types), never from the
   urgency from the keyword level, danger/warning sections and the answers (blinking lamp,
   oil/coolant leak); manual_coverage from the hit score.
 
+The level it works with is the flow's fused one (``context["keyword"]``: rules + semantic layer +
+section markers) and ``context["urgency"]`` says more (``core.diagnosis.urgency_semantic.as_context``):
+
+* text without Japanese (emoji, English) → ``clarify_term`` asking for the symptom, urgency none;
+* a confirmed normal-behaviour case that needs asking (brake squeal, EV mode, a fluid leak) → the
+  manual's explanation and the case's disambiguating question first; a normal answer gives the
+  spec answer, an abnormal one an answer at the case's ``abnormal_level``;
+* the spec answer passes ``normal_answer_blocked`` (a symptom at medium or more that no manual
+  normal case confirms never gets 「故障ではありません」);
+* the question plan follows the category of the first description (an answer mentioning a sound
+  does not turn a start problem into a noise interview);
+* ``can_drive`` False from the rules or exemplars (a flat tyre) is kept on every answer;
+* an information question (intent ``info``) has urgency none; ``classify_spec`` answers it from
+  the best non-danger section.
+
 ``assess_urgency`` (URGENCY_SCHEMA) and ``summarize`` (plain-text summary) complete the set.
 """
 from __future__ import annotations
@@ -25,6 +40,8 @@ import re
 from typing import Any
 
 from core.llm.base import LLMRequest
+from core.quoting import is_heading
+from core.diagnosis.urgency_semantic import NormalCase, confirming_hit, normal_cases
 
 NORMAL_RE = re.compile(r"故障ではありません|正常な(現象|動作)|異常ではありません|問題ありません|心配ありません|安全のための仕様")
 LEVEL_RANK = {"none": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
@@ -102,6 +119,9 @@ QUESTIONS: dict[str, list[Q]] = {
           choices=["メーターやライトも点かない", "メーターは点くがREADY（エンジン）にならない", "「キーが見つかりません」と表示される",
                    "カチカチと音がするだけ"],
           skip=r"メーター|キーが見つ|カチカチ|何も反応"),
+        Q(topic="始動操作（シフト位置とブレーキ）", message="シフトレバーはPの位置で、ブレーキペダルをしっかり踏みながらスタートボタンを押しましたか？",
+          choices=["Pの位置で、ブレーキを踏みながら押した", "Pに入っていなかった・ブレーキを踏んでいなかった"],
+          skip=r"ブレーキを踏(み|ん)|Pに入|Pの位置|Nの位置"),
     ],
     "general": [
         Q(topic="症状が出る状況", message="その症状は、どんなときに起きますか？",
@@ -135,6 +155,13 @@ def _category(text: str) -> str:
     return "general"
 
 
+def _plan_category(symptom: str, answers: list[str]) -> str:
+    """The first description decides the question plan; the answers only when it says nothing
+    (「カチカチと音がするだけ」 answers a start question, it does not open a noise interview)."""
+    first = _category(symptom)
+    return first if first != "general" else _category(" ".join([symptom] + answers))
+
+
 def manual_digest(text: str, limit: int = 420, must: re.Pattern[str] | None = None) -> str:
     """The section's opening (two sentences, plus the first one matching ``must``) and the following
     lines, within ``limit`` characters."""
@@ -156,7 +183,7 @@ def manual_digest(text: str, limit: int = 420, must: re.Pattern[str] | None = No
             break
         out.append(line)
         size += len(line)
-    while len(out) > 1 and re.fullmatch(r"⚠.{0,4}|【[^】]*】|.{0,12}[:：]", out[-1]):
+    while len(out) > 1 and (re.fullmatch(r"⚠.{0,4}|【[^】]*】|.{0,12}[:：]", out[-1]) or is_heading(out[-1])):
         out.pop()  # a heading whose content was cut off
     return "\n".join(out)
 
@@ -165,10 +192,38 @@ def cite(hit: dict[str, Any]) -> str:
     return f"（取扱説明書「{hit['section']}」p.{hit['page']}）"
 
 
-def _spec_hit(hits: list[dict[str, Any]], flags: set[str]) -> dict[str, Any] | None:
+def _urgency(ctx: dict[str, Any]) -> dict[str, Any]:
+    return ctx.get("urgency") or {}
+
+
+def _normal_allowed(ctx: dict[str, Any], hit: dict[str, Any]) -> bool:
+    """The safety gate for a "this is normal" answer from ``hit`` (see ``normal_answer_blocked``)."""
+    u = _urgency(ctx)
+    level = (ctx.get("keyword") or {}).get("level") or "none"
+    if _rank(level) >= _rank("high"):
+        return False
+    case = normal_cases().get(u.get("normal_case") or "") if u.get("normal_confirmed") else None
+    if case is None:
+        return _rank(level) < _rank("medium") or u.get("intent") == "info"
+    if not any(word in hit["section"] for word in case.sections):
+        return False
+    if case.ask:
+        text = " ".join([ctx.get("symptom") or ""] + _answers(ctx))
+        return case.says_normal(text) and not case.says_abnormal(text)
+    return True
+
+
+def _spec_hit(hits: list[dict[str, Any]], flags: set[str], ctx: dict[str, Any] | None = None) -> dict[str, Any] | None:
     floor = 0.4 if "spec_hint" in flags else 0.45
     top_score = hits[0]["score"] if hits else 0
+    case = normal_cases().get(_urgency(ctx or {}).get("normal_case") or "")
+    if case is not None and _urgency(ctx or {}).get("normal_confirmed"):
+        hit = confirming_hit(case, hits)
+        if hit is not None and _normal_allowed(ctx or {}, hit):
+            return hit
     for hit in hits[:2]:
+        if ctx is not None and not _normal_allowed(ctx, hit):
+            continue
         if (hit["content_type"] == "specification" and not hit["has_warning"] and hit["score"] >= floor
                 and hit["score"] >= top_score - 0.1 and NORMAL_RE.search(hit["text"])):
             return hit
@@ -200,7 +255,7 @@ def _lamp_choices(hits: list[dict[str, Any]], powertrain: str, symptom: str = ""
 def _next_question(ctx: dict[str, Any], category: str, hits: list[dict[str, Any]]) -> Q | None:
     symptom = " ".join([ctx.get("symptom") or ""] + _answers(ctx))
     asked = set(ctx.get("asked_topics") or [])
-    if category == "howto" or not hits:
+    if category == "howto" or not hits or _urgency(ctx).get("intent") == "info":
         return None  # a how-to question, or nothing in the manual to narrow down with
     if category == "general" and hits and hits[0]["score"] >= 0.55:
         return None  # the manual answers it directly
@@ -283,7 +338,8 @@ def _result(action: str, message: str, *, urgency: str = "none", reasoning: str,
 
 def _answer_urgency(ctx: dict[str, Any], hit: dict[str, Any] | None) -> tuple[str, bool | None, list[str]]:
     keyword = (ctx.get("keyword") or {}).get("level") or "none"
-    level = {"none": "low"}.get(keyword, keyword)
+    info = _urgency(ctx).get("intent") == "info" and keyword == "none"
+    level = keyword if info else {"none": "low"}.get(keyword, keyword)
     can_drive: bool | None = True
     why = [f"キーワード判定: {keyword}"]
     answers = " ".join(_answers(ctx))
@@ -302,6 +358,9 @@ def _answer_urgency(ctx: dict[str, Any], hit: dict[str, Any] | None) -> tuple[st
     elif "冷却水" in answers:
         level = _max_level(level, "high")
         why.append("冷却水漏れの可能性")
+    if _urgency(ctx).get("can_drive") is False and _rank(level) >= _rank("high"):
+        can_drive = False
+        why.append("自走での来店は危険な症状")
     return level, can_drive, why
 
 
@@ -323,6 +382,17 @@ def diagnose(request: LLMRequest) -> dict[str, Any]:
                        urgency="critical", reasoning="キーワード判定が critical", can_drive=False, confidence=0.9,
                        query=query, topic="緊急対応", coverage=_coverage(top), visit="immediate")
 
+    u = _urgency(ctx)
+    if u.get("intent") == "unknown" and not answered and not flags & {"force_answer", "final_turn"}:
+        return _result("clarify_term", "ご相談の内容を確認させてください。気になっている症状を、日本語で具体的に教えてください。"
+                       "近いものがあれば選んでください。", urgency="none", reasoning="日本語の症状の記述がない入力",
+                       choices=list(CLARIFY_CHOICES), confidence=0.1, query=query, topic=CLARIFY_TOPIC,
+                       coverage=_coverage(top), term=symptom[:40] or None)
+
+    case_turn = _normal_case_turn(ctx, hits, level, query, flags)
+    if case_turn is not None:
+        return case_turn
+
     term = None if flags & {"force_answer", "final_turn"} else _vague_term(ctx)
     if term is not None:
         return _result("clarify_term", f"「{term}」とのことですが、具体的にはどのような状態でしょうか？近いものを選んでください。",
@@ -330,7 +400,7 @@ def diagnose(request: LLMRequest) -> dict[str, Any]:
                        can_drive=True if level in ("high", "medium") else None, confidence=0.2, query=query,
                        topic=CLARIFY_TOPIC, coverage=_coverage(top), visit=VISIT.get(level), term=term)
 
-    spec = None if ("spec_rejected" in flags or level in ("high", "critical")) else _spec_hit(hits, flags)
+    spec = None if ("spec_rejected" in flags or level in ("high", "critical")) else _spec_hit(hits, flags, ctx)
     if spec is not None:
         message = (f"ご説明の症状は、取扱説明書「{spec['section']}」に記載されている正常な動作（仕様）の可能性があります。\n\n"
                    f"{manual_digest(spec['text'], must=NORMAL_RE)}\n\n{cite(spec)}")
@@ -338,7 +408,7 @@ def diagnose(request: LLMRequest) -> dict[str, Any]:
                        can_drive=True, confidence=0.85, query=query, topic=spec["section"], coverage=_coverage(spec),
                        visit=None)
 
-    category = _category(" ".join([symptom] + _answers(ctx)))
+    category = _plan_category(symptom, _answers(ctx))
     if not flags & {"force_answer", "final_turn"}:
         question = _next_question(ctx, category, hits)
         if question is not None:
@@ -367,13 +437,53 @@ def diagnose(request: LLMRequest) -> dict[str, Any]:
                    coverage=coverage, visit=VISIT.get(urgency))
 
 
+def _normal_case_turn(ctx: dict[str, Any], hits: list[dict[str, Any]], level: str, query: str,
+                      flags: set[str]) -> dict[str, Any] | None:
+    """A confirmed normal case that needs asking: the question (with the manual's explanation)
+    until it is answered; an abnormal answer → an answer at the case's ``abnormal_level``."""
+    u = _urgency(ctx)
+    case: NormalCase | None = normal_cases().get(u.get("normal_case") or "") if u.get("normal_confirmed") else None
+    if case is None or not case.ask or "spec_rejected" in flags:
+        return None
+    hit = confirming_hit(case, hits)
+    if hit is None:
+        return None
+    text = " ".join([ctx.get("symptom") or ""] + _answers(ctx))
+    if case.says_abnormal(text):
+        top = best_hit(hits, text, _plan_category(ctx.get("symptom") or "", _answers(ctx))) or hit
+        if top is hit and len(hits) > 1 and hit["content_type"] == "specification":
+            top = next((h for h in hits if h is not hit), hit)
+        urgency = _max_level({"none": "low"}.get(level, level), case.abnormal_level)
+        _, can_drive, why = _answer_urgency(ctx, top)
+        message = (f"お伺いした内容は、正常な動作（{hit['section']}）の条件に当てはまらないため、点検をおすすめします。\n\n"
+                   f"【{top['section']}】\n{manual_digest(top['text'])}\n\n{cite(top)}")
+        return _result("provide_answer", message, urgency=urgency, reasoning=f"{case.id}: 正常な条件に当てはまらない / " + " / ".join(why),
+                       can_drive=can_drive, confidence=0.8, query=query, topic=top["section"], coverage=_coverage(top),
+                       visit=VISIT.get(urgency))
+    if case.says_normal(text) or case.topic in (ctx.get("asked_topics") or []) or flags & {"force_answer", "final_turn"}:
+        return None  # answered normal (the spec answer follows), or no more asking
+    message = (f"取扱説明書「{hit['section']}」には、次のように説明されています。\n\n"
+               f"{manual_digest(hit['text'], must=NORMAL_RE)}\n\n{cite(hit)}\n\n{case.question}")
+    return _result("ask_question", message, urgency=level, reasoning=f"正常な動作の可能性（{case.id}）: 条件を確認",
+                   choices=list(case.normal_choices) + list(case.abnormal_choices),
+                   can_drive=True if level in ("high", "medium") else None, confidence=0.5, query=query,
+                   topic=case.topic, coverage=_coverage(hit), visit=VISIT.get(level))
+
+
 def classify_spec(request: LLMRequest) -> dict[str, Any]:
     """Task ``spec_classification``."""
     ctx = request.context
     hits = list(ctx.get("hits") or [])
     level = (ctx.get("keyword") or {}).get("level") or "none"
+    if _urgency(ctx).get("intent") == "info" and level == "none":
+        info = next((h for h in hits[:3] if h["content_type"] not in ("danger",) and h["score"] >= 0.4), None)
+        if info is not None:
+            explanation = (f"取扱説明書「{info['section']}」に、次のように記載されています。\n\n"
+                           f"{manual_digest(info['text'])}\n\n{cite(info)}")
+            return {"is_spec": True, "confidence": "high", "explanation": explanation, "matched_section": info["section"],
+                    "matched_section_id": info["section_id"], "page": info["page"]}
     candidates = [h for h in hits[:3] if h["content_type"] in ("specification", "general", "procedure")
-                  and NORMAL_RE.search(h["text"])]
+                  and NORMAL_RE.search(h["text"]) and _normal_allowed(ctx, h)]
     best = max(candidates, key=lambda h: h["score"], default=None)
     if level in ("high", "critical") or best is None or best["score"] < 0.4:
         return {"is_spec": False, "confidence": "low", "explanation": "取扱説明書に、正常な動作として説明されている記載は見つかりませんでした。",

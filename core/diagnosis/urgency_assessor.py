@@ -1,6 +1,7 @@
 """``UrgencyAssessor`` (seed 000 §6): keyword rules and a model judgment, the higher level wins.
 
-1. ``keyword_urgency_check`` over every user input (immediate, rule-based);
+1. ``keyword_urgency_check`` over every user input (immediate, rule-based), fused with the semantic
+   layer (``core.diagnosis.urgency_semantic.assess``: it may raise, never lower);
 2. a model call with ``URGENCY_SCHEMA`` (``schemas/urgency_assessment.schema.json``) that sees the
    symptoms and the manual's warning / danger excerpts;
 3. merge: the higher level wins (keyword ``none`` counts as ``low``); on a tie the stricter
@@ -17,6 +18,7 @@ from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import SessionState, urgency_rank
 from core.diagnosis.rag import DANGER_TYPES, RagHit
 from core.diagnosis.urgency_rules import KeywordUrgency
+from core.diagnosis.urgency_semantic import as_context, assess
 from core.pii import mask_pii
 from core.prompts import load_prompt, render
 from core.untrusted import data_block
@@ -86,7 +88,7 @@ class UrgencyAssessor:
 
     def assess(self, session: SessionState, hits: Sequence[RagHit] = (), *, step: str = "urgency_check") -> UrgencyAssessment:
         texts = session.collected_symptoms or [session.symptom_text]
-        keyword = self.ctx.rules.check_many(texts)
+        keyword = assess(self.ctx.rules, texts, session.symptom_text, hits)
         warnings = [h for h in hits if h.has_warning or h.content_type in DANGER_TYPES]
         vehicle = f"{session.make or ''} {session.model or ''} {session.year or ''}".strip()
         warning_text = "\n\n".join(data_block(f"[{h.section} p.{h.page} {h.content_type}]\n{h.text[:600]}")
@@ -101,7 +103,7 @@ class UrgencyAssessor:
         ]
         context = {"symptoms": [mask_pii(t) for t in texts],
                    "keyword": {"level": keyword.level, "reasons": keyword.reasons, "rule_ids": keyword.rule_ids},
-                   "hits": [h.as_dict() for h in hits]}
+                   "hits": [h.as_dict() for h in hits], "urgency": as_context(keyword)}
         result = llm_calls.call_structured(self.ctx, session, task=llm_calls.URGENCY_TASK, messages=messages,
                                            context=context, step=step, prompt="urgency_assessment")
         return merge(keyword, result.data if result.ok else None)

@@ -13,7 +13,7 @@ and with the manual sections' own warning / normal markers.
   is *confirmed* only when a section named in ``data/urgency_normal_cases.yaml`` is among the
   hits and says 「故障ではありません」; an unconfirmed case raises the level to its
   ``if_unconfirmed``; a danger / warning section at the top of a symptom's hits raises to high /
-  medium. The result is a :class:`KeywordUrgency` carrying ``semantic_level``, ``normal_case``,
+  medium; a critical vote whose top hit is not a danger section raises to high only. The result is a :class:`KeywordUrgency` carrying ``semantic_level``, ``normal_case``,
   ``normal_confirmed`` and ``intent`` so every caller of the rules keeps working.
 
 ``KAIWA_URGENCY_SEMANTIC=off`` switches the layer off (rules only).
@@ -156,7 +156,7 @@ class SemanticUrgencyModel:
     # ``critical_sim`` or more makes the text critical whatever the vote says.
     def __init__(self, exemplars: Sequence[Utterance], *, embedder: Any = None, k: int = 5,
                  temperature: float = 0.015, critical_sim: float = 0.97, raise_share: float = 0.6,
-                 raise_sim: float = 0.9, critical_share: float = 0.6, critical_raise_sim: float = 0.9,
+                 raise_sim: float = 0.91, critical_share: float = 0.6, critical_raise_sim: float = 0.9,
                  normal_share: float = 0.45, cache_dir: Path | None = CACHE_DIR):
         self.exemplars = list(exemplars)
         self.k = k
@@ -312,9 +312,11 @@ def confirming_hit(case: NormalCase, hits: Iterable[Any]) -> Any | None:
 
 
 def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequence[Any] | None = None, *,
-         strong_score: float = 0.55) -> KeywordUrgency:
+         strong_score: float = 0.55, corroborate_sim: float = 0.95) -> KeywordUrgency:
     """Rules (never lowered) + semantic vote (raises when confident) + section markers
-    (``hits=None``: sections unknown, text only — normal cases stay unconfirmed but do not raise)."""
+    (``hits=None``: sections unknown, text only — normal cases stay unconfirmed but do not raise).
+    A critical vote needs a danger section as the top hit (or an exemplar at
+    ``corroborate_sim``) when there are hits; otherwise it raises to high only."""
     rule_level = keyword.level
     out = replace(keyword, reasons=list(keyword.reasons), rule_ids=list(keyword.rule_ids), rule_level=rule_level)
     if semantic is None:
@@ -332,6 +334,8 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
             reasons.append(f"{SEMANTIC_REASON}（取扱説明書に正常な動作としての記載がない症状）")
     if semantic.confident and urgency_rank(semantic.level) > urgency_rank(level) and not out.normal_confirmed:
         level = semantic.level
+        if level == "critical" and hits and semantic.top_sim < corroborate_sim and _get(hits[0], "content_type") != "danger":
+            level = "high"  # a critical vote the manual does not back with a danger section
         reasons.append(f"{SEMANTIC_REASON}（{semantic.neighbours[0][0] if semantic.neighbours else ''}）")
     elif out.normal_confirmed and case is not None and case.ask and urgency_rank(semantic.level) > urgency_rank(level):
         level = semantic.level  # ambiguous until asked (e.g. a squeal: wet weather or worn pads)
@@ -356,3 +360,32 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
             if reason not in out.reasons:
                 out.reasons.append(reason)
     return out
+
+
+def assess(rules: Any, texts: Sequence[str], symptom: str | None, hits: Sequence[Any] | None) -> KeywordUrgency:
+    """The flow's urgency: ``rules.check_many(texts)`` fused with the vote on ``symptom`` (the
+    first description, the text the exemplars resemble) and the retrieved ``hits``."""
+    keyword = rules.check_many([t for t in texts if t])
+    return fuse(keyword, classify(symptom) if symptom else None, hits)
+
+
+def as_context(urgency: KeywordUrgency) -> dict[str, Any]:
+    """The fused facts the offline policy reads (``context["urgency"]``)."""
+    return {"level": urgency.level, "rule_level": urgency.rule_level or urgency.level,
+            "semantic_level": urgency.semantic_level, "intent": urgency.intent, "normal_case": urgency.normal_case,
+            "normal_confirmed": urgency.normal_confirmed, "can_drive": urgency.can_drive}
+
+
+def normal_answer_blocked(urgency: KeywordUrgency, texts: Sequence[str] = ()) -> bool:
+    """Safety gate for every route to a "this is normal" answer: blocked when the level is high or
+    more, when the text is a symptom at medium or more that no manual normal case confirms, or
+    when a confirmed case needs its question answered first (and ``texts`` do not answer it)."""
+    if urgency_rank(urgency.level) >= urgency_rank("high"):
+        return True
+    case = normal_cases().get(urgency.normal_case or "") if urgency.normal_confirmed else None
+    if case is None:
+        return urgency_rank(urgency.level) >= urgency_rank("medium") and urgency.intent != "info"
+    if case.ask:
+        joined = " ".join(texts)
+        return not case.says_normal(joined) or case.says_abnormal(joined)
+    return False

@@ -8,6 +8,14 @@ D. ``run_turn``: the main loop, steps 1–14 (snapshot, keyword urgency, RAG, su
    candidate trigger, prompt, model call, topic-relevance / waiting-message re-calls, duplicate
    question, manual_coverage raise, urgency_flag routing, then the action table).
 
+Urgency: the keyword rules (critical → RESERVATION at once), then, after the manual search, the
+rules fused with the semantic layer and the sections' markers (``core.diagnosis.urgency_semantic``):
+that level is what the prompt and the offline policy see (``context["urgency"]``). Every route to a
+"this is normal" answer passes ``normal_answer_blocked``: a model ``spec_answer`` it blocks becomes
+the normal case's question (or a plain answer). The manual_coverage raise (D12) applies to answers,
+not to questions. A rule or exemplar that says "do not drive" (a flat tyre) keeps can_drive False.
+A confirmed normal answer drops what the semantic layer added back to the rules' own level.
+
 Snapshots: ``state_snapshots`` holds ``{turn: N, state}`` with the state *just before* the user's
 N-th answer (what was on screen), so ``rewind_to_turn=N`` lets the user answer turn N again.
 """
@@ -32,6 +40,7 @@ from core.diagnosis.steps.common import (FALLBACK_MESSAGE, action_of, add_user, 
                                          choice_from_text, raise_urgency, respond, save_snapshot)
 from core.diagnosis.steps.urgency import handle_urgency_check
 from core.diagnosis.urgency_rules import KeywordUrgency
+from core.diagnosis.urgency_semantic import as_context, assess, normal_answer_blocked, normal_cases
 
 ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
 FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"
@@ -147,6 +156,7 @@ def _call(ctx: DiagnosisContext, session: SessionState, hits: Sequence[RagHit], 
     messages = build_diagnostic_messages(session, hits, keyword, instructions, user_input, ctx.thresholds)
     vehicle = find_vehicle(ctx.catalog, session.vehicle_id)
     context = policy_context(session, hits, keyword, instructions, user_input, vehicle.powertrain if vehicle else "")
+    context["urgency"] = as_context(keyword)
     return llm_calls.call_structured(ctx, session, task=llm_calls.DIAGNOSTIC_TASK, messages=messages, context=context,
                                      step="diagnosing", prompt="diagnosis_diagnostic", temperature=0.3)
 
@@ -188,9 +198,18 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if session.diagnostic_turn > session.max_diagnostic_turns:
         return handle_urgency_check(session, None, ctx, lead="問診の上限回数に達したため、緊急度を評価して点検をご案内します。")
 
-    # D4 RAG
+    # D4 RAG, then the rules fused with the semantic layer and the sections' markers
     hits = rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id)
     sources = to_sources(hits)
+    keyword = assess(ctx.rules, session.collected_symptoms, session.symptom_text, hits)
+    for reason in keyword.reasons:
+        if reason not in session.urgency_reasons:
+            session.urgency_reasons.append(reason)
+    if keyword.is_critical:
+        apply_keyword_urgency(session, keyword)
+        return reservation.enter(session, ctx, judgment=judgment, rag_sources=sources,
+                                 lead=f"お伺いした内容から、{'、'.join(keyword.reasons)}があります。"
+                                      "安全な場所に停車し、無理に運転を続けないでください。")
     # D5 summary, D6 candidates trigger
     _maybe_summarize(session, ctx)
     if session.last_confidence >= th.candidates_confidence or session.diagnostic_turn >= th.candidates_turn:
@@ -222,13 +241,21 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
             data.get("message"), session.conversation_history[:-1]):
         data.update(message=FALLBACK_MESSAGE, choices=None)
 
+    # Safety gate on every route to "this is normal"
+    if data["action"] == "spec_answer" and normal_answer_blocked(keyword, session.collected_symptoms):
+        data = _normal_case_question(data, keyword)
+    if keyword.can_drive is False:
+        data["can_drive"] = False
+
     # Save what the model decided
     session.last_confidence = float(data.get("confidence_to_answer") or 0.0)
     if data.get("rewritten_query"):
         session.rewritten_query = data["rewritten_query"].strip()
     session.manual_coverage = data.get("manual_coverage")
     # D12 manual_coverage raise, D13 urgency_flag
-    flag = raise_for_coverage(data.get("urgency_flag") or "none", session.manual_coverage)
+    flag = data.get("urgency_flag") or "none"
+    if data["action"] in ("provide_answer", "escalate"):  # a question is not an answer the manual must cover
+        flag = raise_for_coverage(flag, session.manual_coverage)
     if flag == "critical":
         raise_urgency(session, "critical", can_drive=data.get("can_drive") if data.get("can_drive") is not None else False,
                       visit_urgency="immediate")
@@ -248,14 +275,20 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"]),
                                  judgment=judgment)
     if action == "spec_answer":
+        if keyword.normal_confirmed:  # the customer's answer confirmed the manual's normal case
+            _back_to_rule_level(session, ctx)
         session.current_step = ChatStep.SPEC_CHECK
         session.spec_check_shown = True
         prompt = PromptInfo(type="single_choice", message=f"{data['message']}\n\n{RESOLUTION_QUESTION}",
                             choices=[c.model_copy() for c in SPEC_CHOICES], action=SPEC_FEEDBACK)
         return respond(session, prompt, pending_kind="spec", rag_sources=_cited_first(sources, data["message"]),
                        judgment=judgment)
-    if action == "provide_answer":
-        return _provide_answer(session, data, flag, sources, ctx, judgment)
+    if action == "provide_answer":  # §10: the manual's answer and its sources are shown with it
+        rag = llm_calls.rag_answer(ctx, session, _query(session, user_input), hits)
+        response = _provide_answer(session, data, flag, rag.sources if rag.ok and rag.sources else sources, ctx,
+                                   judgment)
+        response.rag_answer = rag.answer if rag.ok else None
+        return response
     # ask_question / clarify_term
     topic = (data.get("question_topic") or "").strip()
     if topic and topic not in session.asked_topics:
@@ -264,6 +297,25 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     prompt = PromptInfo(type="single_choice" if choices else "text", message=data["message"], choices=choices,
                         action=ANSWER if choices else None)
     return respond(session, prompt, pending_kind="question", rag_sources=sources, judgment=judgment)
+
+
+def _normal_case_question(data: dict[str, Any], keyword: KeywordUrgency) -> dict[str, Any]:
+    """A blocked ``spec_answer``: the confirmed normal case's question, or a plain answer."""
+    case = normal_cases().get(keyword.normal_case or "") if keyword.normal_confirmed else None
+    if case is not None and case.ask:
+        return dict(data, action="ask_question", message=f"{data['message'].strip()}\n\n{case.question}",
+                    choices=list(case.normal_choices) + list(case.abnormal_choices), question_topic=case.topic,
+                    urgency_flag=keyword.level if keyword.level != "none" else data.get("urgency_flag", "none"))
+    level = keyword.level if keyword.level not in ("none",) else "low"
+    return dict(data, action="provide_answer", urgency_flag=level)
+
+
+def _back_to_rule_level(session: SessionState, ctx: DiagnosisContext) -> None:
+    """Forget what the semantic layer added: the rules' own level (never lowered) stays."""
+    session.urgency_level = session.can_drive = session.visit_urgency = None
+    rules = ctx.rules.check_many(session.collected_symptoms)
+    session.urgency_reasons = list(rules.reasons)
+    apply_keyword_urgency(session, rules)
 
 
 def _provide_answer(session: SessionState, data: dict[str, Any], flag: str, sources: list[RagSource],

@@ -1,18 +1,23 @@
 """FREE_TEXT (seed 000 §3): take the first symptom description and route it.
 
-1. keep it as ``symptom_text``; 2. keyword urgency critical → RESERVATION; 3. manual search;
-4. ``should_route_to_spec_check`` (3 safety gates, 3 path conditions) → SPEC_CHECK;
-5. ``should_hint_spec`` (soft threshold) sets ``spec_hint``; 6. → DIAGNOSING (first turn).
+1. keep it as ``symptom_text``; 2. keyword urgency critical → RESERVATION; 3. manual search, then
+the rules fused with the semantic layer and the sections' markers (critical → RESERVATION);
+4. ``should_route_to_spec_check`` (3 safety gates, 3 path conditions) → SPEC_CHECK, unless
+``normal_answer_blocked`` (a symptom no manual normal case confirms, or a case whose question must
+be asked first); an information question (semantic intent ``info``, level none, no danger section
+on top) → SPEC_CHECK as well; 5. ``should_hint_spec`` (soft threshold) sets ``spec_hint``;
+6. → DIAGNOSING (first turn).
 """
 from __future__ import annotations
 
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.guards import should_hint_spec, should_route_to_spec_check
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
-from core.diagnosis.rag import rag_search
+from core.diagnosis.rag import DANGER_TYPES, rag_search
 from core.diagnosis.steps import diagnosing, reservation, spec_check
 from core.diagnosis.steps.common import add_user, apply_keyword_urgency, respond, save_snapshot
 from core.diagnosis.steps.photo_confirm import SYMPTOM_QUESTION
+from core.diagnosis.urgency_semantic import assess, normal_answer_blocked
 
 
 def handle_free_text(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
@@ -31,9 +36,18 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
         return reservation.enter(session, ctx, lead=f"入力された症状から、{'、'.join(keyword.reasons)}があります。"
                                                     "安全な場所に停車し、無理に運転を続けないでください。")
     hits = rag_search(ctx, text, session.vehicle_id)
-    if should_route_to_spec_check(hits, keyword.level, ctx.thresholds):
+    keyword = assess(ctx.rules, [text], text, hits)
+    if keyword.is_critical:
+        session.collected_symptoms.append(text)
+        add_user(session, text)
+        apply_keyword_urgency(session, keyword)
+        return reservation.enter(session, ctx, lead=f"入力された症状から、{'、'.join(keyword.reasons)}があります。"
+                                                    "安全な場所に停車し、無理に運転を続けないでください。")
+    info = (keyword.intent == "info" and keyword.level == "none" and bool(hits)
+            and hits[0].content_type not in DANGER_TYPES)
+    if info or (should_route_to_spec_check(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])):
         session.current_step = ChatStep.SPEC_CHECK
         return spec_check.handle_spec_check(session, ChatRequest(session_id=session.session_id), ctx)
-    session.spec_hint = should_hint_spec(hits, keyword.level, ctx.thresholds)
+    session.spec_hint = should_hint_spec(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])
     session.current_step = ChatStep.DIAGNOSING
     return diagnosing.run_turn(session, text, ctx)

@@ -1,8 +1,10 @@
 """SPEC_CHECK (seed 000 §5): is the symptom normal behaviour described in the manual?
 
-Phase 1 (``spec_check_shown`` False): a model call with SPEC_CLASSIFICATION_SCHEMA; ``is_spec`` with
-``confidence`` high → show the explanation and ask whether it solved the problem; anything else
-(or a failed call) falls through to DIAGNOSING.
+Phase 1 (``spec_check_shown`` False): the safety gate first (``normal_answer_blocked``: a symptom no
+manual normal case confirms, or a case whose question must be asked first → DIAGNOSING without a
+call); then a model call with SPEC_CLASSIFICATION_SCHEMA; ``is_spec`` with ``confidence`` high →
+show the explanation and ask whether it solved the problem; anything else (or a failed call) falls
+through to DIAGNOSING. An information question (semantic intent ``info``) is answered here too.
 Phase 2 (``spec_check_shown`` True, also reached from a DIAGNOSING ``spec_answer``): ``resolved``
 → DONE; ``not_resolved`` / ``already_tried`` → DIAGNOSING (spec answers are then off).
 """
@@ -15,6 +17,7 @@ from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInf
 from core.diagnosis.rag import citation, rag_context, rag_search, to_sources
 from core.diagnosis.steps import diagnosing
 from core.diagnosis.steps.common import add_user, chosen_value, respond
+from core.diagnosis.urgency_semantic import as_context, assess, normal_answer_blocked
 from core.pii import mask_pii
 from core.prompts import load_prompt, render
 
@@ -23,7 +26,10 @@ RESOLVED_MESSAGE = "解決してよかったです。ほかにも気になる点
 
 def _phase1(session: SessionState, ctx: DiagnosisContext) -> ChatResponse:
     hits = rag_search(ctx, session.symptom_text, session.vehicle_id)
-    keyword = ctx.rules.check(session.symptom_text)
+    keyword = assess(ctx.rules, [session.symptom_text], session.symptom_text, hits)
+    if keyword.intent != "info" and normal_answer_blocked(keyword, [session.symptom_text]):
+        session.current_step = ChatStep.DIAGNOSING
+        return diagnosing.run_turn(session, session.symptom_text, ctx)
     vehicle = f"{session.make or ''} {session.model or ''}（{session.year or '-'}年式）"
     messages = [{"role": "system", "content": load_prompt("diagnosis_system")},
                 {"role": "user", "content": render("spec_classification", vehicle=vehicle,
@@ -31,7 +37,8 @@ def _phase1(session: SessionState, ctx: DiagnosisContext) -> ChatResponse:
     result = llm_calls.call_structured(
         ctx, session, task=llm_calls.SPEC_TASK, messages=messages, step="spec_check", prompt="spec_classification",
         context={"symptom": mask_pii(session.symptom_text), "hits": [h.as_dict() for h in hits],
-                 "keyword": {"level": keyword.level, "reasons": keyword.reasons}}, temperature=0.0)
+                 "keyword": {"level": keyword.level, "reasons": keyword.reasons}, "urgency": as_context(keyword)},
+        temperature=0.0)
     data = result.data if result.ok else None
     if not data or not data["is_spec"] or data["confidence"] != "high":
         session.current_step = ChatStep.DIAGNOSING
