@@ -33,22 +33,28 @@ class DiagnosisConversations:
         self.sessions = StoredSessionStore(store, owner=owner, **options)
         self.service = ChatService(client, store=self.sessions, **service_options)
 
-    def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse) -> None:
-        sync_chat(self.store, response.session_id, transcript, flow="diagnosis", author=self.owner)
+    def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any) -> None:
+        """The transcript and the last response, written through. The newest assistant entry carries the
+        whole response (the turn JSON the store keeps); the client names the provider and model."""
+        if transcript and transcript[-1].get("role") == "assistant" and "response" not in transcript[-1]:
+            transcript[-1]["response"] = response.model_dump(mode="json")
+        client = client or self.service.ctx.client
+        sync_chat(self.store, response.session_id, transcript, flow="diagnosis", author=self.owner,
+                  provider=getattr(client, "name", None), model=getattr(client, "model", None))
         self.store.update_conversation(response.session_id,
                                        merge_state={"last_response": response.model_dump(mode="json")})
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:
         response = view.start(self.service, transcript, client=client, log=log)
-        self._save(transcript, response)
+        self._save(transcript, response, client)
         return response
 
     def send(self, transcript: MutableSequence[dict[str, Any]], request: ChatRequest, *, prompt: Any = None,
              client: Any = None, log: Any = None) -> ChatResponse:
         """One request; an unknown or expired ``session_id`` starts a new stored session with the notice."""
         response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
-        self._save(transcript, response)
+        self._save(transcript, response, client)
         return response
 
     def resume(self, session_id: str | None) -> Resumed | None:

@@ -65,3 +65,12 @@ def test_rewind_cut_is_kept_out_of_the_resumed_transcript(tmp_path):
     convs.send(transcript, ChatRequest(session_id=sid, rewind_to_turn=point))
     assert _convs(url).resume(sid).transcript == transcript
     assert len(Store(url).list_turns(sid, include_superseded=True)) > len(transcript)
+
+
+def test_stored_assistant_turns_keep_the_response_provider_and_model(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    _, sid = _to_booking(_convs(url))
+    answers = [t for t in Store(url).list_turns(sid) if t["role"] == "assistant"]
+    assert answers and all(t["turn_json"]["session_id"] == sid for t in answers)
+    assert {t["provider"] for t in answers} == {"offline"} and all(t["model"] for t in answers)
+    assert answers[-1]["turn_json"]["current_step"] == "booking_confirm" and answers[-1]["step"] == "booking_confirm"
