@@ -129,13 +129,15 @@ def _assistant(entry: dict) -> None:
     st.markdown(safe_markdown(entry["message"]))
     if entry.get("summary"):
         _summary(entry["summary"])
-    if entry.get("judgment"):
+    if entry.get("judgment") and state.get("debug_enabled"):  # 「判定: …」 is internal: debug mode only
         st.caption(entry["judgment"])
     if entry.get("fallback"):
         st.caption(view.FALLBACK_NOTE)
     if entry["sources"]:
         st.caption(view.citation_caption(entry["sources"]))
         with st.expander("📖 取扱説明書の該当箇所"):
+            if entry.get("rag_answer"):  # seed 000 §10: the manual's answer, then its sources
+                st.markdown(safe_markdown(entry["rag_answer"]))
             for source in entry["sources"]:
                 st.markdown(view.source_details(source))
 

@@ -23,8 +23,10 @@ class KnowledgeConversations:
         return self.store.create_conversation("knowledge", self.owner)
 
     def load(self, conversation_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(chat, knowledge outputs) as stored."""
-        return self.store.chat_entries(conversation_id), self.store.conversation_outputs(conversation_id)
+        """(chat, knowledge outputs) as stored; turns of an older schema version are upgraded for display."""
+        from core.schema_versions import upgrade_chat
+
+        return upgrade_chat(self.store.chat_entries(conversation_id)), self.store.conversation_outputs(conversation_id)
 
     def submit(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
                text: str, documents: Sequence[Any], client: Any, *, log: Any = None, **kwargs: Any) -> TurnOutcome:
