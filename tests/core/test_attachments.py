@@ -3,7 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from core.attachments import MAX_CHARS, MAX_FILE_BYTES, extract_document, paragraphs_from_lines
+import hashlib
+
+from core import attachments
+from core.attachments import (CACHE_ENTRIES, MAX_CHARS, MAX_UPLOAD_BYTES, ExtractedDocument, clear_cache,
+                              extract_cached, extract_document, paragraphs_from_lines)
 from tests.helpers.documents import make_docx, make_pdf
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "pdf-samples"
@@ -84,8 +88,8 @@ def test_text_files_utf8_bom_and_cp932_fallback():
 
 
 def test_huge_files_are_refused_and_long_text_is_cut_for_the_prompt():
-    too_big = extract_document("big.txt", b"a" * (MAX_FILE_BYTES + 1))
-    assert not too_big.ok and "大きすぎ" in too_big.error
+    too_big = extract_document("big.txt", b"a" * (MAX_UPLOAD_BYTES + 1))
+    assert not too_big.ok and too_big.too_large and "大きすぎ" in too_big.error and "上限 10 MB" in too_big.error
     long = extract_document("long.txt", ("あ" * 100 + "。\n").encode() * 700)
     assert long.ok and long.truncated and len(long.for_prompt()) <= MAX_CHARS + 20
 
@@ -93,3 +97,70 @@ def test_huge_files_are_refused_and_long_text_is_cut_for_the_prompt():
 def test_paragraphs_split_on_clause_headings():
     assert paragraphs_from_lines("前文\n第1条（目的）本契約は\n定める。\n第2条（定義）用語") == [
         "前文", "第1条(目的)本契約は定める。", "第2条(定義)用語"]
+
+
+def test_metadata_names_size_pages_and_hash_but_never_the_text():
+    data = make_pdf([["Article 1 (Purpose)"], ["Article 2"]])
+    doc = extract_document("contract.pdf", data)
+    assert doc.metadata() == {"name": "contract.pdf", "size": len(data), "pages": 2,
+                              "sha256": hashlib.sha256(data).hexdigest()}
+    assert "Article" not in repr(doc.metadata())
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    clear_cache()
+    calls: list[tuple[str, str | None]] = []
+    real = attachments.extract_document
+
+    def counting(name, data, password=None, **kwargs):
+        calls.append((name, password))
+        return real(name, data, password, **kwargs)
+
+    monkeypatch.setattr(attachments, "extract_document", counting)
+    yield calls
+    clear_cache()
+
+
+def test_cached_extraction_runs_once_per_content_and_password(counted):
+    data = sample("libreoffice-writer-password.pdf")
+    for _ in range(3):
+        assert extract_cached("locked.pdf", data).needs_password
+    assert counted == [("locked.pdf", None)]
+    for _ in range(2):
+        assert "違います" in extract_cached("locked.pdf", data, "nope").error
+        assert extract_cached("locked.pdf", data, "openpassword").ok
+    assert counted == [("locked.pdf", None), ("locked.pdf", "nope"), ("locked.pdf", "openpassword")]
+
+
+def test_cache_hit_under_another_name_is_an_independent_copy(counted):
+    data = make_docx(["第1条（目的）本契約は業務の委託について定める。"], [["a", "b"]], [])
+    first = extract_cached("a.docx", data)
+    first.paragraphs.append("mutated by a caller")
+    second = extract_cached("b.docx", data)
+    assert len(counted) == 1 and second.name == "b.docx" and "mutated by a caller" not in second.paragraphs
+    assert second.for_prompt().startswith("【b.docx】")
+
+
+def test_cache_keeps_no_bytes_no_password_and_is_bounded(counted):
+    for i in range(CACHE_ENTRIES + 8):
+        extract_cached(f"{i}.txt", f"第{i}条（目的）本契約は定める。".encode())
+    assert len(attachments._cache) == CACHE_ENTRIES
+    extract_cached("locked.pdf", sample("libreoffice-writer-password.pdf"), "openpassword")
+    for key, doc in attachments._cache.items():
+        assert isinstance(doc, ExtractedDocument) and "openpassword" not in repr(key)
+        assert not any(isinstance(value, (bytes, bytearray, memoryview)) for value in vars(doc).values())
+    extract_cached("0.txt", "第0条（目的）本契約は定める。".encode())  # evicted first: extracted again
+    assert counted.count(("0.txt", None)) == 2
+
+
+def test_cache_is_bounded_by_characters_too(counted, monkeypatch):
+    monkeypatch.setattr(attachments, "CACHE_CHARS", 5_000)
+    for i in range(5):
+        extract_cached(f"{i}.txt", (f"{i}" + "あ" * 1_000 + "。\n").encode())
+    assert 0 < attachments._cache_chars <= 5_000 and len(attachments._cache) < 5
+
+
+def test_oversized_files_are_not_cached(counted):
+    extract_cached("big.txt", b"a" * (MAX_UPLOAD_BYTES + 1))
+    assert len(attachments._cache) == 0
