@@ -3,6 +3,11 @@ plain-text tasks, ``core.engine.text_call``), tagged for the debug log.
 
 Every function returns a result object and never raises: a failed call is ``ok=False`` / ``None``
 and the caller shows a safe fallback message.
+
+:func:`rag_answer` is seed 000 §10's answer call: after retrieval, RAG_ANSWER_PROMPT
+(``prompts/rag_answer.md``) over the cited sections, or NO_RAG_ANSWER_PROMPT
+(``prompts/no_rag_answer.md``) when none is left, schema-checked (``schemas/rag_answer.schema.json``)
+and repaired like every other call; its sources are checked against what was retrieved.
 """
 from __future__ import annotations
 
@@ -11,7 +16,10 @@ from typing import Any
 from core.debuglog import CallTags
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import SessionState
+from core.diagnosis.rag import MAX_QUERY_CHARS, RagAnswer, RagHit, grounded_sources, rag_context, relative_cut
 from core.engine import structured_call, text_call
+from core.pii import mask_pii
+from core.prompts import load_prompt, render
 from core.results import StructuredResult
 from core.schemas import load_schema
 
@@ -24,6 +32,7 @@ CHOICE_JUDGMENT_TASK = "choice_judgment"
 CHOICE_TAG_TASK = "choice_tag"
 CHOICE_EVALUATION_TASK = "choice_evaluation"
 SUMMARY_TASK = "diagnosis_summary"
+RAG_ANSWER_TASK = "rag_answer"
 
 
 def tags(session: SessionState, step: str, prompt: str) -> CallTags:
@@ -44,3 +53,26 @@ def call_text(ctx: DiagnosisContext, session: SessionState, *, task: str, messag
     """One plain-text call (no schema): the reply text, or None when the provider failed."""
     return text_call(ctx.client, messages, task=task, context=context, temperature=temperature, log=ctx.log,
                      tags=tags(session, step, prompt), retry=ctx.retry)
+
+
+def rag_answer(ctx: DiagnosisContext, session: SessionState, question: str, hits: list[RagHit], *,
+               step: str = "diagnosing") -> RagAnswer:
+    """The §10 answer for ``question`` from ``hits`` (after the citation cut); never raises."""
+    cited = relative_cut(list(hits))
+    masked = mask_pii((question or "").strip()[:MAX_QUERY_CHARS])
+    vehicle = f"{session.make or ''} {session.model or ''}（{session.year or '-'}年式）".strip()
+    prompt = "rag_answer" if cited else "no_rag_answer"
+    values = {"vehicle": vehicle, "question": masked}
+    if cited:
+        values["rag_context"] = rag_context(cited)
+    messages = [{"role": "system", "content": load_prompt("diagnosis_system")},
+                {"role": "user", "content": render(prompt, **values)}]
+    result = call_structured(ctx, session, task=RAG_ANSWER_TASK, messages=messages, step=step, prompt=prompt,
+                             context={"question": masked, "hits": [h.as_dict() for h in cited],
+                                      "vehicle": {"vehicle_id": session.vehicle_id, "make": session.make,
+                                                  "model": session.model, "year": session.year}},
+                             temperature=0.0)
+    if not result.ok:
+        return RagAnswer(ok=False, error_type=result.error_type)
+    sources = grounded_sources(result.data, cited) if cited else []
+    return RagAnswer(ok=True, answer=result.data["answer"].strip(), sources=sources, grounded=bool(sources))

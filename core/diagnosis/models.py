@@ -164,3 +164,4 @@ class ChatResponse(BaseModel):
     judgment: ChoiceJudgmentInfo | None = None
     fallback: bool = False  # True when a model call failed and a safe message was shown
     notice: str | None = None  # e.g. "the session expired and a new one was started"
+    rag_answer: str | None = None  # seed 000 §10 answer from the manual, shown with rag_sources

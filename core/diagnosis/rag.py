@@ -1,9 +1,19 @@
 """Manual retrieval for the diagnosis flow (seed 000 §10): search, filter, cite, format.
 
 Hits with ``score > keep_score`` (0.3) are kept, one per section (long sections come back as
-several chunks). ``rag_context`` is the text embedded in the prompts (each excerpt in its own
-``core.untrusted`` data block: manual text is data, never instructions), ``to_sources`` the citations
-put on the response. A failing retriever means no hits, never an exception.
+several chunks), and only for the session's vehicle: the search is filtered by ``vehicle_id`` (when
+only make / model / year are known, by the catalogue vehicles that match them), and a hit whose
+own metadata names another vehicle, make, model or year is dropped. ``rag_context`` is the text
+embedded in the prompts (each excerpt in its own ``core.untrusted`` data block: manual text is
+data, never instructions), ``to_sources`` the citations put on the response. A failing retriever
+means no hits, never an exception. Queries are read up to ``MAX_QUERY_CHARS`` characters.
+
+Citation hygiene lives here, in one place:
+
+* :func:`relative_cut` — citations drop hits scoring below ``CITATION_RATIO`` × the top score
+  (tuned with ``python -m bench.citation_cut`` on ``bench/rag_queries.yaml``: see the constant);
+* :func:`excerpt` — an excerpt is whole sentences (ending at 「。」「！」「？」 or a line end), never
+  cut mid-sentence, without a trailing heading whose content was left out (「季節による影響」).
 """
 from __future__ import annotations
 
@@ -11,14 +21,28 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import re2
+
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import RagSource
+from core.quoting import is_heading
 from core.untrusted import data_block
 
 logger = logging.getLogger(__name__)
 
 SPEC_TYPES = frozenset({"procedure", "specification", "general"})
 DANGER_TYPES = frozenset({"danger", "warning"})
+# Citations keep hits scoring at least this share of the top hit's score. Measured with
+# ``python -m bench.citation_cut`` (103 manual queries, hybrid, keep_score 0.3, top 5), as citation
+# precision / recall (queries still citing an expected section) / citations per query:
+#   no cut 0.299 / 1.000 / 3.64;  0.70 0.459 / 0.990 / 2.31;  0.75 0.515 / 0.980 / 2.02;
+#   0.80 0.580 / 0.960 / 1.72;  0.90 0.730 / 0.909 / 1.25.
+# 0.70 is the highest ratio that loses at most one query's expected section (recall 0.99) while it
+# drops 1.3 of the 3.6 citations a query and raises precision from 0.30 to 0.46.
+CITATION_RATIO = 0.7
+EXCERPT_CHARS = 200  # citation excerpt: whole sentences up to about this many characters
+MAX_QUERY_CHARS = 1000  # a query longer than this is searched by its beginning
+_SENTENCE = re2.compile(r"[^。！？!?\n]+(?:[。！？!?]+|\n|$)|[。！？!?]+")
 
 
 @dataclass
@@ -44,30 +68,76 @@ def _hit_from(chunk: Any) -> RagHit:
                   text=str(get("text", "")), score=float(get("score", 0.0) or 0.0))
 
 
-def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None) -> list[RagHit]:
-    """Kept hits for ``query`` (best first, one per section); cached for the current request."""
+@dataclass(frozen=True)
+class VehicleFilter:
+    """Which manuals a search may use: the session's vehicle id, else the catalogue vehicles
+    matching its make / model / year (``ids`` empty = no restriction known)."""
+
+    ids: tuple[str, ...] = ()
+    make: str | None = None
+    model: str | None = None
+    year: int | None = None
+
+    @classmethod
+    def of(cls, ctx: DiagnosisContext, vehicle_id: str | None, make: str | None = None, model: str | None = None,
+           year: int | None = None) -> "VehicleFilter":
+        if vehicle_id:
+            return cls((vehicle_id,), make, model, year)
+        matching = tuple(v.vehicle_id for v in ctx.catalog
+                         if (not make or v.make == make) and (not model or v.model == model) and (not year or v.year == year))
+        return cls(matching if (make or model or year) else (), make, model, year)
+
+    def allows(self, chunk: Any) -> bool:
+        """False when the chunk's own metadata names another vehicle, make, model or year."""
+        get = chunk.get if isinstance(chunk, dict) else (lambda k, d=None: getattr(chunk, k, d))
+        vid = get("vehicle_id", None)
+        if self.ids and vid and str(vid) not in self.ids:
+            return False
+        for name, wanted in (("make", self.make), ("model", self.model), ("year", self.year)):
+            value = get(name, None)
+            if wanted and value not in (None, "") and str(value) != str(wanted):
+                return False
+        return True
+
+
+def _query_text(query: str) -> str:
     query = (query or "").strip()
+    return query[:MAX_QUERY_CHARS]
+
+
+def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, make: str | None = None,
+               model: str | None = None, year: int | None = None) -> list[RagHit]:
+    """Kept hits for ``query`` (best first, one per section) from the vehicle's manuals; cached
+    for the current request."""
+    query = _query_text(query)
     if not query:
         return []
-    key = (query, vehicle_id)
+    vehicles = VehicleFilter.of(ctx, vehicle_id, make, model, year)
+    if (make or model or year) and not vehicle_id and not vehicles.ids:
+        return []  # the catalogue has no such vehicle: no manual applies
+    key = (query, vehicle_id) if not (make or model or year) else (query, f"{vehicle_id}|{make}|{model}|{year}")
     if key in ctx.rag_cache:
         return list(ctx.rag_cache[key])
     retriever = ctx.get_retriever()
     hits: list[RagHit] = []
     if retriever is not None:
-        try:
-            chunks = retriever.search(query, vehicle_id=vehicle_id, n_results=ctx.thresholds.n_results)
-        except Exception as exc:  # noqa: BLE001 - retrieval failure = no excerpts
-            logger.warning("manual search failed: %s", exc)
-            chunks = []
+        chunks: list[Any] = []
+        for vid in vehicles.ids or (None,):
+            try:
+                chunks += list(retriever.search(query, vehicle_id=vid, n_results=ctx.thresholds.n_results))
+            except Exception as exc:  # noqa: BLE001 - retrieval failure = no excerpts
+                logger.warning("manual search failed: %s", exc)
+        chunks.sort(key=lambda c: -float((c.get("score") if isinstance(c, dict) else getattr(c, "score", 0)) or 0))
         seen: set[str] = set()
         for chunk in chunks:
+            if not vehicles.allows(chunk):
+                continue
             hit = _hit_from(chunk)
             if hit.score <= ctx.thresholds.keep_score or hit.section_id in seen:
                 continue
             seen.add(hit.section_id)
             hits.append(hit)
-        hits.sort(key=lambda h: -h.score)
+        hits = sorted(hits, key=lambda h: -h.score)[:ctx.thresholds.n_results]
     ctx.rag_cache[key] = hits
     return list(hits)
 
@@ -84,10 +154,52 @@ def rag_search_many(ctx: DiagnosisContext, queries: list[str], vehicle_id: str |
     return sorted(best.values(), key=lambda h: -h.score)[:limit]
 
 
-def to_sources(hits: list[RagHit]) -> list[RagSource]:
+# --- citation hygiene ------------------------------------------------------------------------------
+
+def relative_cut(hits: list[RagHit], ratio: float = CITATION_RATIO) -> list[RagHit]:
+    """``hits`` (best first) without those scoring below ``ratio`` × the top score."""
+    if not hits:
+        return []
+    top = max(h.score for h in hits)
+    return [h for h in hits if h.score >= ratio * top]
+
+
+def sentences(text: str) -> list[str]:
+    """Whole sentences of ``text``: each ends at 「。」「！」「？」 (or !, ?) or a line end."""
+    return [m.strip() for m in _SENTENCE.findall(text or "") if m.strip()]
+
+
+def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:
+    """The opening of ``text`` in whole sentences, about ``max_chars`` long: never cut inside a
+    sentence (the first sentence is kept whole even when longer), line breaks kept, and without a
+    trailing heading whose content did not fit."""
+    kept_lines: list[str] = []
+    size = 0
+    full = False
+    for line in (text or "").splitlines():
+        kept: list[str] = []
+        for sentence in sentences(line):
+            if (kept_lines or kept) and size + len(sentence) > max_chars:
+                full = True
+                break
+            kept.append(sentence)
+            size += len(sentence)
+        if kept:
+            kept_lines.append("".join(kept))
+        if full:
+            break
+    while len(kept_lines) > 1 and is_heading(kept_lines[-1]):
+        kept_lines.pop()
+    return "\n".join(kept_lines)
+
+
+def to_sources(hits: list[RagHit], *, ratio: float = CITATION_RATIO, contents: dict[str, str] | None = None) -> list[RagSource]:
+    """Citations: the hits that survive :func:`relative_cut`, each with a whole-sentence excerpt
+    (``contents[section_id]`` when given: the sentences an answer quoted)."""
+    contents = contents or {}
     return [RagSource(section_id=h.section_id, section=h.section, page=h.page, score=round(h.score, 3),
                       chapter=h.chapter, content_type=h.content_type, has_warning=h.has_warning,
-                      content=h.text[:200]) for h in hits]
+                      content=contents.get(h.section_id) or excerpt(h.text)) for h in relative_cut(hits, ratio)]
 
 
 def rag_context(hits: list[RagHit], max_chars: int = 900) -> str:
@@ -96,10 +208,92 @@ def rag_context(hits: list[RagHit], max_chars: int = 900) -> str:
     blocks = []
     for h in hits:
         warn = " ⚠警告あり" if h.has_warning else ""
-        blocks.append(data_block(f"[{h.section} p.{h.page} {h.content_type}{warn}] {h.section_id}\n{h.text[:max_chars]}"))
+        blocks.append(data_block(f"[{h.section} p.{h.page} {h.content_type}{warn}] {h.section_id}\n"
+                                 f"{excerpt(h.text, max_chars)}"))
     return "\n\n".join(blocks)
 
 
 def citation(section: str, page: int | None) -> str:
     """「（取扱説明書「節」p.N）」"""
     return f"（取扱説明書「{section}」p.{page}）" if page else f"（取扱説明書「{section}」）"
+
+
+# --- the RAG answer (seed 000 §10: RAG_ANSWER_PROMPT / NO_RAG_ANSWER_PROMPT → {answer, sources}) ---
+
+NO_RECORD_ANSWER = "取扱説明書には該当する記載が見つかりませんでした。"
+NO_RAG_ANSWER = (NO_RECORD_ANSWER + "症状が続く場合や不安な場合は、無理に運転を続けず、"
+                 "いつ・どんなときに起きるかをメモして販売店にご相談ください。")
+
+
+@dataclass
+class RagAnswer:
+    """The answer call's result: ``answer`` text and the cited ``sources`` (only retrieved sections,
+    each with the whole sentences quoted from it). ``ok`` False = the call failed (no answer)."""
+
+    ok: bool
+    answer: str = ""
+    sources: list[RagSource] | None = None
+    grounded: bool = False  # True when made with RAG_ANSWER_PROMPT from retrieved sections
+    error_type: str | None = None
+
+
+def _normal(text: str) -> str:
+    return "".join((text or "").split())
+
+
+def grounded_sources(data: dict[str, Any], hits: list[RagHit]) -> list[RagSource]:
+    """The model's ``sources`` kept only when they name a retrieved section (unknown ids are dropped,
+    duplicates merged), scored from retrieval, in the model's order; ``content`` is kept only when
+    each of its sentences really is in that section (else the section's own excerpt is shown)."""
+    by_id = {h.section_id: h for h in hits}
+    out: list[RagSource] = []
+    for item in data.get("sources") or []:
+        hit = by_id.get(str(item.get("section_id") or ""))
+        if hit is None or any(s.section_id == hit.section_id for s in out):
+            continue
+        body = _normal(hit.text)
+        quoted = [s for s in sentences(str(item.get("content") or "")) if s]
+        content = "\n".join(quoted) if quoted and all(_normal(s) in body for s in quoted) else excerpt(hit.text)
+        out.append(RagSource(section_id=hit.section_id, section=hit.section, page=hit.page, score=round(hit.score, 3),
+                             chapter=hit.chapter, content_type=hit.content_type, has_warning=hit.has_warning,
+                             content=content))
+    return out
+
+
+def merge_sources(answer_sources: list[RagSource] | None, sources: list[RagSource]) -> list[RagSource]:
+    """The answer's sources first (with the sentences it quoted), then the other citations."""
+    first = list(answer_sources or [])
+    seen = {s.section_id for s in first}
+    return first + [s for s in sources if s.section_id not in seen]
+
+
+def _title_share(question_tokens: set[str], title: str) -> float:
+    from core.quoting import tokens
+
+    words = tokens(title)
+    return len(words & question_tokens) / len(words) if words else 0.0
+
+
+def offline_answer(request: Any) -> dict[str, Any]:
+    """Offline policy of the ``rag_answer`` task: the whole sentences of the best section (score, plus
+    a bonus for title words in the question) that answer the question (``core.quoting``), with the
+    citation; the NO_RAG answer when nothing was found."""
+    from core.quoting import join, quote
+
+    ctx = request.context or {}
+    question = str(ctx.get("question") or "")
+    hits = [h for h in ctx.get("hits") or [] if h.get("text")]
+    if not hits:
+        return {"answer": NO_RAG_ANSWER, "sources": []}
+    from core.quoting import tokens
+
+    asked = tokens(question[:MAX_QUERY_CHARS])
+    # retrieval score, plus up to 0.5 when the section title's words are in the question
+    top = max(hits, key=lambda h: h.get("score", 0) + 0.5 * _title_share(asked, str(h.get("section") or "")))
+    lines = quote(top["text"], question, limit=2)
+    if not lines:
+        return {"answer": NO_RECORD_ANSWER, "sources": []}
+    quoted = join(lines)
+    answer = f"取扱説明書「{top['section']}」（p.{top['page']}）には、次のように記載されています。\n{quoted}"
+    return {"answer": answer, "sources": [{"section_id": top["section_id"], "section": top["section"],
+                                           "page": top.get("page"), "content": "\n".join(lines)}]}

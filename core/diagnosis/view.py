@@ -4,7 +4,7 @@ bookkeeping, and the labels of the urgency banner, the citations and the sidebar
 The transcript is a list of plain dicts kept in the page's session state::
 
     {"role": "user", "text": "...", "turn": N | None}      # turn: the rewind point this input created
-    {"role": "assistant", "step", "message", "sources", "fallback", "notice", "judgment", "summary"}
+    {"role": "assistant", "step", "message", "sources", "rag_answer", "fallback", "notice", "judgment", "summary"}
 
 :func:`send` runs one request through the ``ChatService`` and updates the transcript: a rewind cuts
 it back to the input that created that rewind point (the restored prompt is then the last
@@ -124,6 +124,7 @@ def assistant_entry(response: ChatResponse) -> dict[str, Any]:
     return {"role": "assistant", "step": response.current_step, "message": response.prompt.message,
             "sources": [s.model_dump(include={"section_id", "section", "page", "score", "content"})
                         for s in response.rag_sources],
+            "rag_answer": response.rag_answer,
             "fallback": response.fallback, "notice": response.notice, "judgment": judged,
             "summary": dict(response.prompt.booking_summary) if response.current_step == "done" else {}}
 

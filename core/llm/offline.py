@@ -15,6 +15,8 @@ from core.llm.base import LLMRequest, LLMResponse, ProviderError
 
 POLICIES: dict[str, str] = {
     "knowledge_llm_turn": "core.knowledge.offline_interviewer:respond",
+    # seed 000 §10 answer call: whole sentences of the cited manual section (NO_RAG answer without one)
+    "rag_answer": "core.diagnosis.rag:offline_answer",
 }
 
 

@@ -1,0 +1,137 @@
+"""Whole-sentence quoting: the sentences of a text that answer a question, never a fragment.
+
+Used by the offline answers of the diagnosis RAG call (``core.diagnosis.rag``) and of the FAQ
+(``core.faq.offline_policy``). A text is read as *units*, line by line:
+
+* a heading — a short line that ends no sentence (「季節による影響」「運転方法」), or 「【…】」 alone on
+  its line — is one unit, never quoted;
+* a list item — a line starting with 「・」「-」「※」「【」 or a step number (「1.」「(2)」「③」) — is one unit;
+* any other line is cut into sentences ending at 「。」「！」「？」 (or the line end).
+
+:func:`quote` scores sentences and items by the words they share with the question (Sudachi tokens,
+character bigrams when Sudachi is unavailable) and returns, in document order: the best sentences;
+for a sentence that introduces a list, the items of that list that match (or its first items when
+none does); for a matching item, the sentence that introduces its list first — so an answer never
+starts in the middle of a list. Regexes are re2 (linear time) and the text read is capped.
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+import re2
+
+MAX_TEXT_CHARS = 20_000  # text read at most (a manual section or an article is far shorter)
+MAX_QUESTION_CHARS = 1000
+MAX_LIST_ITEMS = 8
+HEADING_CHARS = 24
+
+_SENTENCE = re2.compile(r"[^。！？!?]+(?:[。！？!?]+|$)|[。！？!?]+")
+_ITEM = re2.compile(r"^(?:[・\-※【•●◆■]|[0-9０-９]{1,2}[\.．、)）]|[（(][0-9０-９]{1,2}[）)]|[①-⑳])")
+_SENTENCE_END = ("。", "！", "？", "!", "?")
+
+
+@dataclass(frozen=True)
+class Unit:
+    text: str
+    kind: str  # "sentence" | "item" | "heading"
+    line: int
+
+
+def is_heading(line: str) -> bool:
+    """A short line that ends no sentence and is not a list item (「季節による影響」「運転方法」), or a
+    bracketed title alone on its line (「【停止のしかた】」)."""
+    line = line.strip()
+    if line.startswith("【") and line.endswith("】"):
+        return True
+    return bool(line) and len(line) <= HEADING_CHARS and not line.endswith(_SENTENCE_END) and not _ITEM.search(line)
+
+
+def units(text: str) -> list[Unit]:
+    out: list[Unit] = []
+    for n, raw in enumerate((text or "")[:MAX_TEXT_CHARS].splitlines()):
+        line = raw.strip()
+        if not line:
+            continue
+        if is_heading(line):
+            out.append(Unit(line, "heading", n))
+        elif _ITEM.search(line):
+            out.append(Unit(line, "item", n))
+        else:
+            out.extend(Unit(s.strip(), "sentence", n) for s in _SENTENCE.findall(line) if s.strip())
+    return out
+
+
+def tokens(text: str) -> set[str]:
+    try:
+        from core.rag.ja_tokens import get_tokenizer
+
+        return set(get_tokenizer()(text))
+    except Exception:  # noqa: BLE001 - tokenizer unavailable: character bigrams
+        t = unicodedata.normalize("NFKC", text)
+        return {t[i:i + 2] for i in range(len(t) - 1)}
+
+
+def _lead_of(parts: list[Unit], i: int) -> int | None:
+    """The sentence introducing the list that item ``i`` belongs to."""
+    j = i - 1
+    while j >= 0 and parts[j].kind == "item":
+        j -= 1
+    if j >= 0 and parts[j].kind == "sentence":
+        return j
+    return None
+
+
+def _items_after(parts: list[Unit], i: int) -> list[int]:
+    out = []
+    j = i + 1
+    while j < len(parts) and parts[j].kind == "item":
+        out.append(j)
+        j += 1
+    return out
+
+
+def quote(text: str, question: str, *, limit: int = 2, extra: str = "") -> list[str]:
+    """The units of ``text`` answering ``question`` (see the module docstring), in document order.
+    Words of ``extra`` (e.g. the rewritten search query) count once, the question's twice."""
+    parts = units(text)
+    if not parts:
+        return []
+    asked = tokens(question[:MAX_QUESTION_CHARS])
+    wanted = tokens(extra[:MAX_QUESTION_CHARS]) if extra else set()
+    part_tokens = [tokens(p.text) for p in parts]
+    scores = [2 * len(asked & t) + len(wanted & t) for t in part_tokens]
+    candidates = [i for i, p in enumerate(parts) if p.kind != "heading"]
+    if not candidates:
+        return [p.text for p in parts[:1]]
+    ranked = sorted(candidates, key=lambda i: (-scores[i], i))
+    best = [i for i in ranked if scores[i] > 0][:limit]
+    if not best:
+        first = next((i for i in candidates if parts[i].kind == "sentence"), candidates[0])
+        best = [first]
+    chosen: set[int] = set()
+    for i in best:
+        chosen.add(i)
+        if parts[i].kind == "item":
+            lead = _lead_of(parts, i)
+            if lead is not None:
+                chosen.add(lead)
+            continue
+        items = _items_after(parts, i)
+        if items:
+            matching = [j for j in items if scores[j] > 0]
+            chosen.update((matching or items)[:MAX_LIST_ITEMS])
+    return [parts[i].text for i in sorted(chosen)]
+
+
+def join(lines: list[str]) -> str:
+    """Quoted units as text: sentences run on, list items each on their own line."""
+    text = ""
+    previous_item = False
+    for line in lines:
+        item = bool(_ITEM.search(line))
+        if text and (item or previous_item):
+            text += "\n"
+        text += line
+        previous_item = item
+    return text
