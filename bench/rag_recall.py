@@ -274,6 +274,33 @@ def run_faq(args, out: list[str], summary: dict) -> None:
                 out.append(f"    {tok.name:24s} {'  '.join(row)}{mark}")
 
 
+def run(quick: bool = False) -> dict:
+    """Hybrid recall@5 on the real manuals (fresh temp index, default embedder; the shipped
+    vectors make indexing cheap) and on the FAQ, for ``python -m bench``."""
+    import chromadb
+
+    from core.faq.kb import hybrid_retriever, load_articles
+    from core.rag.manual_retriever import ManualRetriever
+    from core.rag.store import chroma_settings
+
+    queries, _ = load_manual_queries()
+    with tempfile.TemporaryDirectory(prefix="kaiwa_bench_recall_") as tmp:
+        client = chromadb.PersistentClient(path=tmp, settings=chroma_settings())
+        retriever = ManualRetriever(store=client, collection="bench_recall")
+        retriever.sync_manuals()
+        manual = evaluate(lambda q: [(c.section_id, c.score) for c in retriever.search(q["q"], q["vehicle_id"], 10)],
+                          queries)
+        retriever.flush()
+        del retriever, client
+    out = {"retrieval_recall_at_5": round(manual["recall@5"], 3), "retrieval_mrr": round(manual["mrr"], 3)}
+    if FAQ_QUERIES.exists():
+        faq_queries = [q for q in yaml.safe_load(FAQ_QUERIES.read_text(encoding="utf-8"))["queries"] if q.get("expected")]
+        faq = hybrid_retriever(load_articles(FAQ_ARTICLES))
+        res = evaluate(lambda q: [(i, s) for i, s, _ in faq.search(q["q"], 10)], faq_queries)
+        out["faq_recall_at_5"] = round(res["recall@5"], 3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chroma", help="persistent Chroma directory to (re)use instead of a temp dir")

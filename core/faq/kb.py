@@ -3,8 +3,10 @@
 ``KnowledgeBase.search(query, n)`` returns :class:`Hit` objects (id, title, category, body,
 score 0..1). The retriever is ``core.rag.TextRetriever`` (BM25 + dense) built lazily on the first
 search; any object with ``search(query, n_results, mode) -> [(id, score, metadata)]`` can be
-injected instead. Passage vectors are cached on disk (``var/faq_vectors``) keyed by the article
-texts, so a restart does not re-embed an unchanged KB. :class:`FaultyKB` simulates KB failures
+injected instead. Passage vectors come from the vectors shipped with the repository, then from the
+shared cache (:mod:`core.rag.cache`), so neither a fresh checkout nor a restart re-embeds an
+unchanged KB (:class:`CachedEmbedder`, a per-text-list cache in ``var/faq_vectors``, remains for
+injected embedders). :class:`FaultyKB` simulates KB failures
 (timeout / error) for fault injection in the console and the scenario runner.
 """
 from __future__ import annotations
@@ -100,9 +102,11 @@ class CachedEmbedder:
 def hybrid_retriever(articles: list[Article]) -> Any:
     """The shared hybrid retriever over the articles (the one switch point to core.rag)."""
     from core.rag import TextRetriever
+    from core.rag.cache import CachingEmbedder
     from core.rag.embeddings import get_default_embedder
 
-    return TextRetriever(documents(articles), embedder=CachedEmbedder(get_default_embedder()))
+    # shipped vectors (data/vectors) first, then var/cache: a fresh checkout embeds nothing
+    return TextRetriever(documents(articles), embedder=CachingEmbedder(get_default_embedder()))
 
 
 class KnowledgeBase:

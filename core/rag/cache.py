@@ -158,6 +158,12 @@ def shipped_vectors(key: str, directory: Path | None = None) -> dict[str, np.nda
         return table
 
 
+def forget_shipped() -> None:
+    """Drop the in-process copy of the shipped vectors (after rewriting them)."""
+    with _shipped_lock:
+        _shipped.clear()
+
+
 class CachingEmbedder:
     """An embedder whose passage vectors are looked up before they are computed (module docstring).
     Everything else (``key``, ``cosine_range``, ``query_vector`` …) is the inner embedder's."""
