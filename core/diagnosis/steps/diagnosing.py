@@ -34,7 +34,7 @@ from core.diagnosis.models import (ChatRequest, ChatResponse, ChatStep, ChoiceJu
                                    SessionState)
 from core.diagnosis.prompt_builder import (FLAG_FORCE_ANSWER, FLAG_RESTRICT_TOPIC, build_additional_instructions,
                                            build_diagnostic_messages, build_summary_messages, policy_context)
-from core.diagnosis.rag import RagHit, rag_search_many, to_sources
+from core.diagnosis.rag import RagHit, merge_sources, rag_search_many, to_sources
 from core.diagnosis.steps import reservation
 from core.diagnosis.steps.common import (FALLBACK_MESSAGE, action_of, add_user, apply_keyword_urgency,
                                          choice_from_text, raise_urgency, respond, save_snapshot)
@@ -285,7 +285,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
                        judgment=judgment)
     if action == "provide_answer":  # §10: the manual's answer and its sources are shown with it
         rag = llm_calls.rag_answer(ctx, session, _query(session, user_input), hits)
-        response = _provide_answer(session, data, flag, rag.sources if rag.ok and rag.sources else sources, ctx,
+        response = _provide_answer(session, data, flag, merge_sources(rag.sources if rag.ok else None, sources), ctx,
                                    judgment)
         response.rag_answer = rag.answer if rag.ok else None
         return response
