@@ -330,7 +330,9 @@ def _docx_precheck(data: bytes) -> str | None:
                 continue
             try:
                 with archive.open(member) as stream:  # XML by its content: a part may have any name
-                    if not stream.read(64).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+                    head = stream.read(64)
+                    if not (head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<")
+                            or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))):
                         continue
                 with archive.open(member) as stream:
                     for _, element in etree.iterparse(stream, events=("end",), tag=(_W_P, _W_TR, _W_TC, _W_GRID_SPAN),

@@ -164,6 +164,18 @@ def test_paragraph_count_is_checked_whatever_the_main_part_is_called():
     assert small.ok and small.paragraphs == ["改名された本文"]  # python-docx follows the package relationship
 
 
+def test_paragraph_count_covers_a_utf16_main_part():
+    body = ('<?xml version="1.0" encoding="UTF-16"?><w:document xmlns:w="%s"><w:body>%s</w:body></w:document>'
+            % (W_NS, "<w:p/>" * (MAX_DOCX_PARAGRAPHS + 1))).encode("utf-16")
+    template = zipfile.ZipFile(io.BytesIO(make_docx(["x"], [["a", "b"]], [])))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in template.infolist():
+            target.writestr(info.filename, body if info.filename == "word/document.xml" else template.read(info))
+    doc = extract_document("utf16.docx", out.getvalue())
+    assert not doc.ok and "段落" in doc.error
+
+
 def test_docx_just_under_the_paragraph_limit_is_read():
     data = docx_with_body([para("第1条（目的）本契約は")], repeat=MAX_DOCX_PARAGRAPHS - 10)
     doc = extract_document("long.docx", data)
