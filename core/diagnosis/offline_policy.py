@@ -199,10 +199,12 @@ def _urgency(ctx: dict[str, Any]) -> dict[str, Any]:
 def _normal_allowed(ctx: dict[str, Any], hit: dict[str, Any]) -> bool:
     """The safety gate for a "this is normal" answer from ``hit`` (see ``normal_answer_blocked``)."""
     u = _urgency(ctx)
+    case = normal_cases().get(u.get("normal_case") or "") if u.get("normal_confirmed") else None
     level = (ctx.get("keyword") or {}).get("level") or "none"
+    if case is not None:
+        level = u.get("rule_level") or level  # the vote's part is what the case's question settles
     if _rank(level) >= _rank("high"):
         return False
-    case = normal_cases().get(u.get("normal_case") or "") if u.get("normal_confirmed") else None
     if case is None:
         return _rank(level) < _rank("medium") or u.get("intent") == "info"
     if not any(word in hit["section"] for word in case.sections):
@@ -400,7 +402,8 @@ def diagnose(request: LLMRequest) -> dict[str, Any]:
                        can_drive=True if level in ("high", "medium") else None, confidence=0.2, query=query,
                        topic=CLARIFY_TOPIC, coverage=_coverage(top), visit=VISIT.get(level), term=term)
 
-    spec = None if ("spec_rejected" in flags or level in ("high", "critical")) else _spec_hit(hits, flags, ctx)
+    gate_level = (u.get("rule_level") or level) if u.get("normal_confirmed") else level
+    spec = None if ("spec_rejected" in flags or gate_level in ("high", "critical")) else _spec_hit(hits, flags, ctx)
     if spec is not None:
         message = (f"ご説明の症状は、取扱説明書「{spec['section']}」に記載されている正常な動作（仕様）の可能性があります。\n\n"
                    f"{manual_digest(spec['text'], must=NORMAL_RE)}\n\n{cite(spec)}")

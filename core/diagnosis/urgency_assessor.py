@@ -88,7 +88,7 @@ class UrgencyAssessor:
 
     def assess(self, session: SessionState, hits: Sequence[RagHit] = (), *, step: str = "urgency_check") -> UrgencyAssessment:
         texts = session.collected_symptoms or [session.symptom_text]
-        keyword = assess(self.ctx.rules, texts, session.symptom_text, hits)
+        keyword = assess(self.ctx.rules, texts, texts[0] if texts else None, hits)
         warnings = [h for h in hits if h.has_warning or h.content_type in DANGER_TYPES]
         vehicle = f"{session.make or ''} {session.model or ''} {session.year or ''}".strip()
         warning_text = "\n\n".join(data_block(f"[{h.section} p.{h.page} {h.content_type}]\n{h.text[:600]}")

@@ -302,11 +302,12 @@ def _get(hit: Any, key: str, default: Any = None) -> Any:
 
 
 def confirming_hit(case: NormalCase, hits: Iterable[Any]) -> Any | None:
-    """The retrieved section that confirms ``case``: its title names the case and its text says
-    the behaviour is normal."""
+    """The retrieved section that confirms ``case``: its title names the case and it is a
+    specification section or its text says the behaviour is normal."""
     for hit in hits:
         title = str(_get(hit, "section", ""))
-        if any(word in title for word in case.sections) and NORMAL_MARK.search(str(_get(hit, "text", ""))):
+        if any(word in title for word in case.sections) and (
+                _get(hit, "content_type") == "specification" or NORMAL_MARK.search(str(_get(hit, "text", "")))):
             return hit
     return None
 
@@ -380,12 +381,26 @@ def normal_answer_blocked(urgency: KeywordUrgency, texts: Sequence[str] = ()) ->
     """Safety gate for every route to a "this is normal" answer: blocked when the level is high or
     more, when the text is a symptom at medium or more that no manual normal case confirms, or
     when a confirmed case needs its question answered first (and ``texts`` do not answer it)."""
-    if urgency_rank(urgency.level) >= urgency_rank("high"):
-        return True
     case = normal_cases().get(urgency.normal_case or "") if urgency.normal_confirmed else None
+    # with a confirmed case, what the vote added is the ambiguity the case's question resolves:
+    # only the rules' own level can block then
+    level = (urgency.rule_level or urgency.level) if case is not None else urgency.level
+    if urgency_rank(level) >= urgency_rank("high"):
+        return True
     if case is None:
-        return urgency_rank(urgency.level) >= urgency_rank("medium") and urgency.intent != "info"
+        return urgency_rank(level) >= urgency_rank("medium") and urgency.intent != "info"
     if case.ask:
         joined = " ".join(texts)
         return not case.says_normal(joined) or case.says_abnormal(joined)
     return False
+
+
+def confirm_by_conversation(urgency: KeywordUrgency, asked_topics: Sequence[str], hits: Sequence[Any]) -> KeywordUrgency:
+    """A case whose question was already asked (the leak colour question of the interview) and
+    whose section is among the hits is confirmed, whatever the vote said about the first text."""
+    if urgency.normal_confirmed:
+        return urgency
+    for case in normal_cases().values():
+        if case.ask and case.topic in asked_topics and confirming_hit(case, hits) is not None:
+            return replace(urgency, normal_case=case.id, normal_confirmed=True)
+    return urgency

@@ -40,7 +40,8 @@ from core.diagnosis.steps.common import (FALLBACK_MESSAGE, action_of, add_user, 
                                          choice_from_text, raise_urgency, respond, save_snapshot)
 from core.diagnosis.steps.urgency import handle_urgency_check
 from core.diagnosis.urgency_rules import KeywordUrgency
-from core.diagnosis.urgency_semantic import as_context, assess, normal_answer_blocked, normal_cases
+from core.diagnosis.urgency_semantic import (as_context, assess, confirm_by_conversation, normal_answer_blocked,
+                                             normal_cases)
 
 ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
 FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"
@@ -201,7 +202,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     # D4 RAG, then the rules fused with the semantic layer and the sections' markers
     hits = rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id)
     sources = to_sources(hits)
-    keyword = assess(ctx.rules, session.collected_symptoms, session.symptom_text, hits)
+    keyword = confirm_by_conversation(assess(ctx.rules, session.collected_symptoms, session.symptom_text, hits),
+                                      session.asked_topics, hits)
     for reason in keyword.reasons:
         if reason not in session.urgency_reasons:
             session.urgency_reasons.append(reason)

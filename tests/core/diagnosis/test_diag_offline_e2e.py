@@ -44,8 +44,9 @@ def test_full_offline_session_vehicle_to_done_with_booking(driver, keyword_retri
 def test_offline_session_resolved_by_answer(driver, keyword_retriever):
     d = driver(client=OfflineClient(), retriever=keyword_retriever)
     d.to_symptom(TREK)
-    r = d.msg("スマートキーの電池交換の方法を教えて")
-    assert r.current_step == "diagnosing" and r.prompt.action == "resolved" and "CR2032" in r.prompt.message
+    r = d.msg("スマートキーの電池交換の方法を教えて")  # an information question → SPEC_CHECK, no urgency (issue #10)
+    assert r.current_step == "spec_check" and r.prompt.action == "spec_feedback" and "CR2032" in r.prompt.message
+    assert r.urgency is None
     r = d.msg("できました、解決しました")
     assert r.current_step == "done" and r.judgment.method == "structured_output"
 
@@ -53,7 +54,7 @@ def test_offline_session_resolved_by_answer(driver, keyword_retriever):
 def test_offline_not_resolved_four_times_reaches_urgency_check(driver, keyword_retriever):
     d = driver(client=OfflineClient(), retriever=keyword_retriever)
     d.to_symptom()
-    d.msg("スマートキーの電池交換の方法を教えて")
+    d.msg("燃費が悪くなった")  # (a how-to question now goes to SPEC_CHECK, issue #10)
     for _ in range(4):
         r = d.act("resolved", "no")
     assert d.session.solutions_tried == 4 and r.current_step in ("done", "reservation")

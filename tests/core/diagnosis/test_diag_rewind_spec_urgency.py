@@ -173,7 +173,8 @@ def test_urgency_check_high_goes_to_reservation(make_ctx, session_at):
     assert "異音が続く" in r.prompt.message
 
 
-def test_urgency_check_low_gives_advice_and_done(make_ctx, session_at):
+def test_urgency_check_low_gives_advice_and_done(make_ctx, session_at, monkeypatch):
+    monkeypatch.setenv("KAIWA_URGENCY_SEMANTIC", "off")  # the step's branching alone (「ドアの音」 votes medium)
     client = TaskClient({"urgency_assessment": [model("low", True, "when_convenient", ["軽微"], "様子を見てください")]})
     session = session_at(ChatStep.URGENCY_CHECK, symptom="ドアの音", collected_symptoms=["ドアの音"])
     r = handle_urgency_check(session, ChatRequest(), make_ctx(client=client))
