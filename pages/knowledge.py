@@ -5,7 +5,7 @@ import json
 
 import streamlit as st
 
-from core.attachments import extract_document
+from core.attachments import MAX_UPLOAD_BYTES, content_sha256, extract_cached, too_large_message, upload_limit_text
 from core.knowledge.session import current_state, entries_csv, entries_json, turns_jsonl
 from core.markup import safe_markdown, safe_text
 from core.schema_versions import describe as schema_caption
@@ -59,7 +59,15 @@ recent_conversations("knowledge", state.session_id)
 
 
 def _extract_all(files: list[tuple[str, bytes]], passwords: dict[str, str]) -> list:
-    return [extract_document(name, data, passwords.get(name)) for name, data in files]
+    """Each file extracted once per content and password (reruns hit the cache); passwords by SHA-256."""
+    return [extract_cached(name, data, passwords.get(content_sha256(data))) for name, data in files]
+
+
+def _password_key(index: int, doc, docs: list) -> str:
+    """pw_<name>, or with index and hash when two pending files share a name (widget keys must be unique)."""
+    if sum(d.name == doc.name for d in docs) == 1:
+        return f"pw_{doc.name}"
+    return f"pw_{doc.name}_{index}_{doc.sha256[:12]}"
 
 
 def _run_turn(text: str, docs: list) -> None:
@@ -71,24 +79,43 @@ def _run_turn(text: str, docs: list) -> None:
 
 
 # ---- input: chat box with attachments; held as a pending submission until every file is readable
-prompt = st.chat_input("事例や質問を入力（PDF / DOCX / TXT を添付できます）", accept_file="multiple",
-                       file_type=["pdf", "docx", "txt"], key="knowledge_input")
+st.caption(upload_limit_text())
+prompt = st.chat_input(f"事例や質問を入力（PDF / DOCX / TXT、1 ファイル {MAX_UPLOAD_BYTES // 2**20} MB まで添付できます）",
+                       accept_file="multiple", file_type=["pdf", "docx", "txt"], key="knowledge_input")
 if prompt:
-    files = [(f.name, f.getvalue()) for f in (prompt.files or [])]
-    state.pending_submission = {"text": prompt.text or "", "files": files, "passwords": {}}
+    files, refused = [], []
+    for upload in prompt.files or []:
+        data = upload.getvalue()
+        if len(data) > MAX_UPLOAD_BYTES:  # named below and held, never dropped silently; its bytes are not kept
+            refused.append({"name": upload.name, "size": len(data)})
+        else:
+            files.append((upload.name, data))
+    state.pending_submission = {"text": prompt.text or "", "files": files, "passwords": {}, "refused": refused}
 
 pending = state.pending_submission
 if pending:
     docs = _extract_all(pending["files"], pending["passwords"])
-    locked = [d for d in docs if d.needs_password]
-    if locked:
+    locked = [(i, d) for i, d in enumerate(docs) if d.needs_password]
+    if pending.get("refused"):
+        for item in pending["refused"]:
+            st.error(f"{safe_text(item['name'], single_line=True)}: {too_large_message(item['size'])}")
+        st.warning("入力内容は保持しています。大きすぎるファイルを除いて送信するか、取り消してファイルを分けてください。")
+        col1, col2 = st.columns(2)
+        if col1.button("大きすぎるファイルを除いて送信", key="pending_drop_refused"):
+            pending["refused"] = []
+            st.rerun()
+        if col2.button("送信を取り消す", key="pending_cancel"):
+            state.pending_submission = None
+            st.rerun()
+    elif locked:
         with st.form("pdf_password"):
             st.warning("パスワードで保護された PDF があります。入力内容は保持しています。")
             entered = {}
-            for d in locked:
-                if d.error and pending["passwords"].get(d.name):
+            for i, d in locked:
+                if d.error and pending["passwords"].get(d.sha256):
                     st.error(f"{d.name}: {d.error}")
-                entered[d.name] = st.text_input(f"{d.name} のパスワード", type="password", key=f"pw_{d.name}")
+                entered[d.sha256] = st.text_input(f"{d.name} のパスワード", type="password",
+                                                  key=_password_key(i, d, docs))
             col1, col2 = st.columns(2)
             unlock = col1.form_submit_button("パスワードで開く")
             skip = col2.form_submit_button("このファイルを除いて送信")
@@ -96,7 +123,8 @@ if pending:
             pending["passwords"].update(entered)
             st.rerun()
         if skip:
-            pending["files"] = [(n, b) for n, b in pending["files"] if n not in {d.name for d in locked}]
+            skipped = {i for i, _ in locked}
+            pending["files"] = [f for i, f in enumerate(pending["files"]) if i not in skipped]
             st.rerun()
     else:
         state.pending_submission = None
@@ -153,8 +181,8 @@ with side_col:
         missing = turn["state"]["missing_info"]
         if missing:
             st.markdown("**まだ必要な情報**")
-            for item in missing:
-                st.checkbox(safe_text(item, single_line=True), value=False, disabled=True, key=f"missing_{item}")
+            for i, item in enumerate(missing):  # keyed by position: the model may repeat an item
+                st.checkbox(safe_text(item, single_line=True), value=False, disabled=True, key=f"missing_{i}")
         else:
             st.success("必要な情報はそろっています")
     else:
