@@ -3,6 +3,7 @@
 "browser", and a screenshot of every open page when a test fails."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -80,10 +81,10 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory, chromium_path) -> Server:
-    """``streamlit run app.py`` on a free port with its own store; the process group is killed at the end."""
-    work = tmp_path_factory.mktemp("e2e-server")
+@contextlib.contextmanager
+def run_server(work: Path):
+    """``streamlit run app.py`` on a free port with its own store in ``work``; the process group is
+    killed on exit."""
     db_url = f"sqlite:///{work / 'e2e.db'}"
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     env["KAIWA_DB_URL"] = db_url
@@ -113,6 +114,20 @@ def server(tmp_path_factory, chromium_path) -> Server:
 
 
 @pytest.fixture(scope="session")
+def server(tmp_path_factory, chromium_path) -> Server:
+    """The server every browser test shares."""
+    with run_server(tmp_path_factory.mktemp("e2e-server")) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_server(tmp_path_factory, chromium_path) -> Server:
+    """A server of its own that no browser has visited yet (for first-visit behaviour)."""
+    with run_server(tmp_path_factory.mktemp("e2e-fresh-server")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 def chromium(chromium_path):
     from playwright.sync_api import sync_playwright
 
@@ -132,15 +147,16 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture
-def new_browser(chromium, server, request, tmp_path):
+def new_browser(chromium, request, tmp_path):
     """``new_browser()`` opens a fresh browser (its own context: cookies, tabs, Streamlit session) on the
     app; on failure every page is screenshotted into the test's tmp dir and the server log is shown."""
     contexts = []
+    servers = [request.getfixturevalue(name) for name in ("server", "fresh_server") if name in request.fixturenames]
 
     def open_browser():
         context = chromium.new_context(viewport={"width": 1400, "height": 1000}, locale="ja-JP",
                                        timezone_id="Asia/Tokyo")
-        context.set_default_timeout(30_000)
+        context.set_default_timeout(60_000)
         contexts.append(context)
         return context.new_page()
 
@@ -157,7 +173,8 @@ def new_browser(chromium, server, request, tmp_path):
                     print(f"screenshot failed: {exc}")
         context.close()
     if failed:
-        print(f"--- streamlit log ({server.log}) ---\n{_tail(server.log)}")
+        for running in servers:
+            print(f"--- streamlit log ({running.log}) ---\n{_tail(running.log)}")
 
 
 @pytest.fixture(scope="session")
