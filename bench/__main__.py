@@ -1,0 +1,112 @@
+"""Every benchmark figure side by side, measured in one process: ``python -m bench [--quick] [--json]``.
+
+Prints a table (figure, value, goal) or, with ``--json``, one JSON object with every figure.
+Sections (each module's ``run(quick)``; a missing or failing one shows "—" and its error):
+
+* engine — :mod:`bench.llm_overhead` (ours vs ``instructor`` over the same mock transport);
+* extract — :mod:`bench.extract` (``extract_document`` vs plain pypdf);
+* retrieval — :mod:`bench.scale` (10k chunks vs Chroma + bm25s; recall@5 from :mod:`bench.rag_recall`);
+* console — :mod:`bench.rerun` (AppTest rerun of every page with a 20-turn history);
+* mask, store, urgency — :mod:`bench.mask`, :mod:`bench.store`, :mod:`bench.urgency`.
+
+``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine once the 10k
+index under ``var/bench/scale`` exists; its first build adds about a minute). Bench-only
+dependencies: ``pip install -r bench/requirements.txt``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from typing import Any
+
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "urgency")
+# (figure, goal shown in the table, how to read it)
+FIGURES = (
+    ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
+    ("engine_repair_overhead_vs_instructor", "≤ 1.0", "same with one invalid answer and one repair"),
+    ("extract_overhead_vs_pypdf", "—", "extract_document / plain pypdf text, same PDFs"),
+    ("retrieval_recall_at_5", "≥ 0.98", "hybrid recall@5, real manuals and embedder"),
+    ("faq_recall_at_5", "—", "hybrid recall@5 of the FAQ queries"),
+    ("retrieval_query_p50_vs_chroma_10k", "≤ 1.0", "hybrid search p50 / plain Chroma dense-only p50, 10k chunks"),
+    ("index_add_vs_chroma_bm25s_10k", "≤ 1.5", "add one manual / Chroma upsert + bm25s re-index, 10k chunks"),
+    ("reopen_s_10k", "≤ 2 s", "new process: open the 10k index until searchable"),
+    ("rerun_ms_p50", "≤ 100 ms", "Streamlit rerun p50 per page, 20-turn history"),
+    ("rerun_growth_20_vs_2", "≈ 1", "rerun p50 at 20 turns / at 2 turns"),
+    ("mask_time_ratio_1mb_vs_100kb", "≈ 10", "masking time 1 MB / 100 KB (linear = 10)"),
+    ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
+    ("urgency_heldout_accuracy", "—", "urgency classifier accuracy on held-out utterances"),
+    ("urgency_critical_recall", "—", "recall of the critical class"),
+)
+
+
+def _section(name: str, quick: bool) -> tuple[dict, str | None, float]:
+    started = time.perf_counter()
+    try:
+        module = importlib.import_module(f"bench.{name}")
+    except ImportError as exc:
+        return {}, f"not available ({exc.name or exc})", 0.0
+    try:
+        result = module.run(quick)
+    except Exception as exc:  # noqa: BLE001 - one broken section must not hide the others
+        return {}, f"{type(exc).__name__}: {str(exc)[:200]}", time.perf_counter() - started
+    return (result if isinstance(result, dict) else {}), None, time.perf_counter() - started
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (< 3 minutes)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    logging.disable(logging.WARNING)  # expected failures (repairs) would flood the table
+    warnings.simplefilter("ignore")
+    started = time.perf_counter()
+    figures: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    for name in args.only or SECTIONS:
+        if not args.json:
+            print(f"running {name} …", file=sys.stderr, flush=True)
+        result, error, took = _section(name, args.quick)
+        figures.update(result)
+        seconds[name] = round(took, 1)
+        if error:
+            errors[name] = error
+    figures["bench_seconds"] = round(time.perf_counter() - started, 1)
+    if args.json:
+        print(json.dumps({**figures, "section_seconds": seconds, "errors": errors, "quick": args.quick},
+                         ensure_ascii=False))
+        return 0
+    width = max(len(f) for f, _, _ in FIGURES)
+    print(f"{'figure':{width}s}  {'value':>12s}  {'goal':8s}  meaning")
+    for figure, goal, meaning in FIGURES:
+        print(f"{figure:{width}s}  {_fmt(figures.get(figure)):>12s}  {goal:8s}  {meaning}")
+    shown = {f for f, _, _ in FIGURES} | {"bench_seconds"}
+    extra = {k: v for k, v in figures.items() if k not in shown}
+    if extra:
+        print("\ndetails: " + "; ".join(f"{k} {_fmt(v)}" for k, v in extra.items()))
+    for name, error in errors.items():
+        print(f"{name}: — ({error})")
+    print(f"\nsections (s): {_fmt(seconds)}; total {figures['bench_seconds']} s{' (quick)' if args.quick else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
