@@ -9,7 +9,8 @@ Used by the offline answers of the diagnosis RAG call (``core.diagnosis.rag``) a
 * any other line is cut into sentences ending at 「。」「！」「？」 (or the line end).
 
 :func:`quote` scores sentences and items by the words they share with the question (Sudachi tokens,
-character bigrams when Sudachi is unavailable) and returns, in document order: the best sentences;
+character bigrams when Sudachi is unavailable) and returns, in document order: the best sentences
+(up to ``limit``, each after the first scoring more than half of the best);
 for a sentence that introduces a list, the items of that list that match (or its first items when
 none does); for a matching item, the sentence that introduces its list first — so an answer never
 starts in the middle of a list. Regexes are re2 (linear time) and the text read is capped.
@@ -105,7 +106,9 @@ def quote(text: str, question: str, *, limit: int = 2, extra: str = "") -> list[
     if not candidates:
         return [p.text for p in parts[:1]]
     ranked = sorted(candidates, key=lambda i: (-scores[i], i))
-    best = [i for i in ranked if scores[i] > 0][:limit]
+    top = scores[ranked[0]]
+    # further picks must be more than half as good as the best one (no weak tag-alongs)
+    best = [i for n, i in enumerate(ranked) if scores[i] > 0 and (n == 0 or 2 * scores[i] > top)][:limit]
     if not best:
         first = next((i for i in candidates if parts[i].kind == "sentence"), candidates[0])
         best = [first]
