@@ -11,9 +11,10 @@ Used by the offline answers of the diagnosis RAG call (``core.diagnosis.rag``) a
 :func:`quote` scores sentences and items by the words they share with the question (Sudachi tokens,
 character bigrams when Sudachi is unavailable) and returns, in document order: the best sentences
 (up to ``limit``, each after the first scoring more than half of the best);
-for a sentence that introduces a list, the items of that list that match (or its first items when
-none does); for a matching item, the sentence that introduces its list first — so an answer never
-starts in the middle of a list. Regexes are re2 (linear time) and the text read is capped.
+for a chosen sentence that introduces a list, that list (what the sentence announces, at most
+``MAX_LIST_ITEMS`` items, with its 「【…】」 group titles); for a chosen item — the question matched
+the item itself — the sentence introducing its list first, and only the matching items — so an
+answer never starts in the middle of a list. Regexes are re2 (linear time) and the text read is capped.
 """
 from __future__ import annotations
 
@@ -73,23 +74,39 @@ def tokens(text: str) -> set[str]:
         return {t[i:i + 2] for i in range(len(t) - 1)}
 
 
+def _in_list(parts: list[Unit], j: int) -> bool:
+    """Unit ``j`` continues a list: an item, or a heading (「【旧所有者】」) followed by an item."""
+    if parts[j].kind == "item":
+        return True
+    return parts[j].kind == "heading" and j + 1 < len(parts) and parts[j + 1].kind == "item"
+
+
 def _lead_of(parts: list[Unit], i: int) -> int | None:
     """The sentence introducing the list that item ``i`` belongs to."""
     j = i - 1
-    while j >= 0 and parts[j].kind == "item":
+    while j >= 0 and _in_list(parts, j):
         j -= 1
     if j >= 0 and parts[j].kind == "sentence":
         return j
     return None
 
 
-def _items_after(parts: list[Unit], i: int) -> list[int]:
+def _list_after(parts: list[Unit], i: int) -> list[int]:
+    """The items and sub-headings of the list introduced by sentence ``i``."""
     out = []
     j = i + 1
-    while j < len(parts) and parts[j].kind == "item":
+    while j < len(parts) and _in_list(parts, j):
         out.append(j)
         j += 1
     return out
+
+
+def _heading_of(parts: list[Unit], i: int) -> int | None:
+    """The sub-heading of item ``i`` inside its list (「【新所有者】」), if any."""
+    j = i - 1
+    while j >= 0 and parts[j].kind == "item":
+        j -= 1
+    return j if j >= 0 and parts[j].kind == "heading" and j + 1 <= i else None
 
 
 def quote(text: str, question: str, *, limit: int = 2, extra: str = "") -> list[str]:
@@ -120,10 +137,11 @@ def quote(text: str, question: str, *, limit: int = 2, extra: str = "") -> list[
             if lead is not None:
                 chosen.add(lead)
             continue
-        items = _items_after(parts, i)
-        if items:
-            matching = [j for j in items if scores[j] > 0]
-            chosen.update((matching or items)[:MAX_LIST_ITEMS])
+        # a lead sentence that answers the question brings its whole list (what it announces)
+        chosen.update([j for j in _list_after(parts, i) if parts[j].kind == "item"][:MAX_LIST_ITEMS])
+    for i in list(chosen):  # an item inside a titled group brings the group's title
+        if parts[i].kind == "item" and (heading := _heading_of(parts, i)) is not None:
+            chosen.add(heading)
     return [parts[i].text for i in sorted(chosen)]
 
 

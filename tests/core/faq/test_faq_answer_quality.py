@@ -49,7 +49,7 @@ def test_numbered_list_is_quoted_from_its_lead_sentence():
     assert not best_sentences(body, "ロードサービスはどうやって呼べばいいですか？")[0].startswith(ITEM_START)
 
 
-def test_lead_sentence_brings_the_matching_items_only():
+def test_matching_item_brings_its_lead_and_a_matching_lead_its_list():
     body = "点検は次の時期に受けてください。\n・1か月点検：無料\n・6か月点検：無料\n・12か月点検：毎年\n料金は店頭でご案内します。"
     assert quote(body, "12か月点検はいつ？", limit=1) == ["点検は次の時期に受けてください。", "・12か月点検：毎年"]
     assert quote(body, "点検の時期", limit=1)[1:] == ["・1か月点検：無料", "・6か月点検：無料", "・12か月点検：毎年"]
@@ -95,3 +95,9 @@ def test_real_kb_ranks_the_query_set():
     answerable = [q for q in QUERIES if q.get("expected")]
     top3 = sum(any(h.id in q["expected"] for h in kb.search(q["q"], 3)) for q in answerable)
     assert top3 / len(answerable) >= 0.95
+
+
+def test_titled_groups_of_a_list_are_quoted_with_the_lead():
+    picked = quote(ARTICLES["kb:053"].body, "名義変更の手続きに必要な書類は？", limit=1)
+    assert picked[0].startswith("車を譲り受けた場合などの名義変更") and "【旧所有者】" in picked and "【新所有者】" in picked
+    assert "・譲渡証明書（実印を押印）" in picked
