@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     for figure, goal, meaning in FIGURES:
         print(f"{figure:{width}s}  {_fmt(figures.get(figure)):>12s}  {goal:8s}  {meaning}")
     shown = {f for f, _, _ in FIGURES} | {"bench_seconds"}
-    extra = {k: v for k, v in figures.items() if k not in shown}
+    extra = {k: v for k, v in figures.items() if k not in shown and not isinstance(v, list)}  # lists: --json
     if extra:
         print("\ndetails: " + "; ".join(f"{k} {_fmt(v)}" for k, v in extra.items()))
     for name, error in errors.items():

@@ -9,7 +9,9 @@ Both sides talk to the same ``httpx.MockTransport`` (a fixed chat completion, bu
 
 ``engine_overhead_vs_instructor`` is ours / instructor per call when the first answer is valid;
 ``engine_repair_overhead_vs_instructor`` the same when the first answer is invalid and one repair
-(instructor: one re-ask) fixes it. Rounds alternate the two sides; medians. ``instructor`` is a
+(instructor: one re-ask) fixes it. Rounds alternate the two sides; medians.
+``engine_debug_sink_cost_ratio`` is ours with a debug log sink / without one (the debug record is
+built and scrubbed only when there is a sink). ``instructor`` is a
 bench-only dependency (``bench/requirements.txt``); without it :func:`run` returns no figures.
 """
 from __future__ import annotations
@@ -54,7 +56,7 @@ class _Transport:
         return httpx.Response(200, content=body, headers={"content-type": "application/json"})
 
 
-def _ours(transport: _Transport):
+def _ours(transport: _Transport, sink: bool = False):
     from core.engine import structured_call
     from core.llm.openai_compat import OpenAICompatibleClient
 
@@ -62,7 +64,8 @@ def _ours(transport: _Transport):
                                     http_client=httpx.Client(transport=httpx.MockTransport(transport)))
 
     def call() -> Any:
-        result = structured_call(client, MESSAGES, schema=SCHEMA, name="answer", strategies=("structured_output",))
+        result = structured_call(client, MESSAGES, schema=SCHEMA, name="answer", strategies=("structured_output",),
+                                 log=[] if sink else None)
         assert result.ok, result.errors
         return result
     return call
@@ -122,6 +125,13 @@ def run(quick: bool = False) -> dict:
         out[label] = round(statistics.median(a) / statistics.median(b), 2)
         out[label.replace("_vs_instructor", "_ms")] = round(statistics.median(a) * 1000, 2)
         out[label.replace("engine", "instructor").replace("_vs_instructor", "_ms")] = round(statistics.median(b) * 1000, 2)
+    # the debug record (built and scrubbed only when a log sink is given): with a sink / without
+    plain, logged = _ours(_Transport()), _ours(_Transport(), sink=True)
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(_per_call(logged, n))
+        b.append(_per_call(plain, n))
+    out["engine_debug_sink_cost_ratio"] = round(statistics.median(a) / statistics.median(b), 2)
     return out
 
 
