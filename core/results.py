@@ -10,12 +10,14 @@ PARSE_ERROR = "parse_error"
 SCHEMA_ERROR = "schema_error"
 ENTRY_SCHEMA_ERROR = "entry_schema_error"
 PROVIDER_ERROR = "provider_error"
+INPUT_TOO_LONG = "input_too_long"  # stopped before any model call (core.input_gate)
 
 ERROR_LABELS_JA = {
     PARSE_ERROR: "JSON として読み取れない出力でした",
     SCHEMA_ERROR: "出力がスキーマに合いませんでした",
     ENTRY_SCHEMA_ERROR: "ナレッジ JSON がナレッジスキーマに合いませんでした",
     PROVIDER_ERROR: "モデルの呼び出しに失敗しました",
+    INPUT_TOO_LONG: "入力が長すぎるため送信しませんでした",
 }
 
 
@@ -57,6 +59,8 @@ class StructuredResult:
         if self.error_type == PROVIDER_ERROR:
             kind = PROVIDER_KIND_JA.get(self.provider_error or "", PROVIDER_KIND_JA["unknown"])
             return f"モデルの呼び出しに失敗しました（{kind}）"
+        if self.error_type == INPUT_TOO_LONG:
+            return ERROR_LABELS_JA[INPUT_TOO_LONG]
         return "応答の検証に失敗しました"
 
 

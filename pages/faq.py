@@ -66,12 +66,17 @@ def _show_citations(citations: list[str]) -> None:
             st.markdown(safe_markdown(article.body))
 
 
-def _show_trace(turn: dict, index: int) -> None:
+def _show_trace(turn: dict, index: int, latest: bool) -> None:
     trace = turn["trace"]
     with st.expander(f"🔎 トレース（{len(trace)} ノード・合計 {sum(e['latency_ms'] for e in trace):.0f} ms）"):
-        st.caption("ノード別の処理時間 (ms)")
-        st.bar_chart(latency_frame(trace), y="latency_ms", horizontal=True, height=220)
-        st.dataframe(trace_frame(trace), hide_index=True, key=f"faq_trace_{index}")
+        # chart and table for the latest turn only (or on demand): drawing them for every past turn
+        # made each rerun grow with the history
+        if latest or st.toggle("表とグラフを表示", key=f"faq_trace_show_{index}"):
+            st.caption("ノード別の処理時間 (ms)")
+            st.bar_chart(latency_frame(trace), y="latency_ms", horizontal=True, height=220)
+            st.dataframe(trace_frame(trace), hide_index=True, key=f"faq_trace_{index}")
+        else:
+            st.caption(" → ".join(f"{e.get('node')} {float(e.get('latency_ms') or 0):.0f} ms" for e in trace))
 
 
 prompt = st.chat_input("ご質問を入力してください（例: オイル交換の目安は？）", key="faq_input")
@@ -92,4 +97,4 @@ for i, turn in enumerate(state.faq_chat):
         if turn["citations"]:
             st.caption("根拠の記事")
             _show_citations(turn["citations"])
-        _show_trace(turn, i)
+        _show_trace(turn, i, latest=i == len(state.faq_chat) - 1)

@@ -164,6 +164,9 @@ with chat_col:
             st.markdown(safe_markdown(entry["content"]) or "（添付のみ）")
             for att in entry.get("attachments") or []:
                 st.caption(f"📎 {safe_text(att['name'], single_line=True)}（{att['summary']}）")
+            if entry["role"] == "user" and entry.get("gated"):
+                with st.expander("送信しなかった全文（コピーして短くしてから送り直せます）"):
+                    st.code(entry.get("user_text") or "", language=None, wrap_lines=True)
             if entry["role"] == "user" and entry.get("file_texts"):
                 with st.expander("抽出したテキスト（先頭）"):
                     for text in entry["file_texts"]:

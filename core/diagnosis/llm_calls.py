@@ -56,19 +56,26 @@ def call_text(ctx: DiagnosisContext, session: SessionState, *, task: str, messag
 
 
 def rag_answer(ctx: DiagnosisContext, session: SessionState, question: str, hits: list[RagHit], *,
-               step: str = "diagnosing") -> RagAnswer:
-    """The §10 answer for ``question`` from ``hits`` (after the citation cut); never raises."""
+               step: str = "diagnosing", preferred: RagHit | None = None) -> RagAnswer:
+    """The §10 answer for ``question`` from ``hits`` (after the citation cut); never raises. ``preferred``
+    is the section the diagnostic answer already cites: it is kept and answered from first, so the
+    manual's answer and the diagnosis never point at different pages."""
     cited = relative_cut(list(hits))
+    if preferred is not None and preferred not in cited:
+        cited = [preferred] + cited
     masked = mask_pii((question or "").strip()[:MAX_QUERY_CHARS])
     vehicle = f"{session.make or ''} {session.model or ''}（{session.year or '-'}年式）".strip()
     prompt = "rag_answer" if cited else "no_rag_answer"
     values = {"vehicle": vehicle, "question": masked}
     if cited:
         values["rag_context"] = rag_context(cited)
+        values["preferred"] = (f"直前の回答で案内した節: 「{preferred.section}」（まずこの節から答えてください）"
+                               if preferred is not None else "")
     messages = [{"role": "system", "content": load_prompt("diagnosis_system")},
                 {"role": "user", "content": render(prompt, **values)}]
     result = call_structured(ctx, session, task=RAG_ANSWER_TASK, messages=messages, step=step, prompt=prompt,
                              context={"question": masked, "hits": [h.as_dict() for h in cited],
+                                      "preferred_section_id": preferred.section_id if preferred else None,
                                       "vehicle": {"vehicle_id": session.vehicle_id, "make": session.make,
                                                   "model": session.model, "year": session.year}},
                              temperature=0.0)

@@ -289,7 +289,9 @@ def offline_answer(request: Any) -> dict[str, Any]:
 
     asked = tokens(question[:MAX_QUERY_CHARS])
     # retrieval score, plus up to 0.5 when the section title's words are in the question
-    top = max(hits, key=lambda h: h.get("score", 0) + 0.5 * _title_share(asked, str(h.get("section") or "")))
+    preferred = [h for h in hits if h.get("section_id") and h.get("section_id") == ctx.get("preferred_section_id")]
+    top = preferred[0] if preferred else max(
+        hits, key=lambda h: h.get("score", 0) + 0.5 * _title_share(asked, str(h.get("section") or "")))
     lines = quote(top["text"], question, limit=2)
     if not lines:
         return {"answer": NO_RECORD_ANSWER, "sources": []}

@@ -17,7 +17,7 @@ from core.debuglog import CallTags
 from core.engine import RetryPolicy
 from core.input_gate import check_length
 from core.knowledge.turn import build_user_payload, call_llm, entry_schema, system_prompt, turn_schema
-from core.results import TurnResult
+from core.results import INPUT_TOO_LONG, TurnResult
 
 
 @dataclass
@@ -51,10 +51,10 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
     gate = check_length(user_text)
     if gate is not None:
         user_entry = {"id": uuid.uuid4().hex[:8], "role": "user", "content": user_text[:200] + "…",
-                      "attachments": [], "gated": True}
-        assistant_entry = {"role": "assistant", "content": gate.message, "gated": True}
+                      "user_text": user_text, "attachments": [], "gated": True}  # the whole text, to copy back
+        assistant_entry = {"role": "assistant", "content": gate.message, "gated": True, "error_type": INPUT_TOO_LONG}
         chat.extend([user_entry, assistant_entry])
-        result = TurnResult(ok=False, error_type="input_too_long", errors=[gate.message], assistant_message=gate.message)
+        result = TurnResult(ok=False, error_type=INPUT_TOO_LONG, errors=[gate.message], assistant_message=gate.message)
         return TurnOutcome(result, user_entry, assistant_entry)
     usable = [d for d in documents if d.ok and d.paragraphs]
     file_texts = [d.for_prompt() for d in usable]

@@ -30,7 +30,8 @@ def knowledge_columns(entry: Mapping[str, Any]) -> dict[str, Any]:
     turn = entry.get("turn") or None
     return {"role": "assistant", "turn_json": turn, "step": ((turn or {}).get("state") or {}).get("phase"),
             "method": entry.get("method"), "attempts": entry.get("attempts"), "latency_ms": entry.get("latency_ms"),
-            "provider": entry.get("provider"), "model": entry.get("model"), "ok": not entry.get("failed"),
+            "provider": entry.get("provider"), "model": entry.get("model"),
+            "ok": not (entry.get("failed") or entry.get("gated")),
             "error_type": entry.get("error_type"), "raw_output": entry.get("raw") if entry.get("failed") else None}
 
 

@@ -286,7 +286,9 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         return respond(session, prompt, pending_kind="spec", rag_sources=_cited_first(sources, data["message"]),
                        judgment=judgment)
     if action == "provide_answer":  # §10: the manual's answer and its sources are shown with it
-        rag = llm_calls.rag_answer(ctx, session, _query(session, user_input), hits)
+        named = [h for h in hits if h.section and h.section in data["message"]]  # the section the answer cites
+        rag = llm_calls.rag_answer(ctx, session, _query(session, user_input),
+                                   named + [h for h in hits if h not in named], preferred=named[0] if named else None)
         response = _provide_answer(session, data, flag, merge_sources(rag.sources if rag.ok else None, sources), ctx,
                                    judgment)
         response.rag_answer = rag.answer if rag.ok else None

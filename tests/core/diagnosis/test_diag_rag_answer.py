@@ -183,3 +183,12 @@ def test_a_failed_answer_call_keeps_the_retrieval_citations(make_ctx, session_at
     ctx = make_ctx(client=client, retriever=FakeRetriever(hits))
     r = handle_diagnosing(session_at(ChatStep.DIAGNOSING), ChatRequest(message="ブレーキで鳴く"), ctx)
     assert not r.fallback and r.rag_answer is None and [s.section_id for s in r.rag_sources] == ["m:s18"]
+
+
+def test_the_section_the_diagnosis_cited_is_the_one_the_rag_answer_quotes(make_ctx, session_at):
+    ctx = make_ctx()
+    session = session_at(vehicle_id=TREK)
+    lower = RagHit(**{**OTHER.as_dict(), "score": 0.2})  # far below the top: the cut alone would drop it
+    result = llm_calls.rag_answer(ctx, session, "シートベルトの警告音が鳴る", [hit(score=0.9), lower], preferred=lower)
+    assert result.ok and [s.section_id for s in result.sources][:1] == ["t:s90"]
+    assert "シートベルトの着用" in result.answer
