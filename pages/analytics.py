@@ -13,6 +13,9 @@ from core.diagnosis.view import LEVEL_LABELS, STEP_LABELS
 from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
 from pages.common import JST, jst, store
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 COLUMNS = {
     "stage": "段階", "conversations": "会話数", "share": "割合", "target": "到達目標", "mean": "平均", "median": "中央値",

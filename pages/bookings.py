@@ -9,6 +9,9 @@ import streamlit as st
 
 from core.markup import safe_text
 from pages.common import identity, jst, provider_caption, store
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 STATUS = {"requested": "🟡 受付", "confirmed": "🟢 確定", "cancelled": "⚪ キャンセル"}
 URGENCY = {"critical": "🚨 緊急", "high": "高", "medium": "中", "low": "低", "none": "なし"}

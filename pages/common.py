@@ -46,6 +46,18 @@ def init_session() -> None:
         state.llm_client = state.provider_registry.get_active()
 
 
+def leave_pages_directory_mode() -> None:
+    """Called first by every page. Because this folder is named ``pages/``, a fresh server's very first
+    visit straight to a page URL (a bookmark, a reload after a restart) runs that page alone, in
+    Streamlit's old pages-directory mode, without ``app.py``. Switch the process to ``app.py``'s
+    ``st.navigation`` once and rerun: the same URL then runs ``app.py`` first, as every later visit does."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def store() -> Store:
     """The shared store (SQLite file by default, ``KAIWA_DB_URL`` for PostgreSQL); a page stops with a
     Japanese message when the database cannot be opened."""

@@ -13,6 +13,9 @@ from core.debuglog import to_jsonl
 from core.llm.strategies import ALL_STRATEGIES
 from core.prompts import load_prompt, prompt_names, prompt_versions
 from pages.common import STRATEGY_LABELS, identity, jst, provider_caption, store
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 OUTCOME_LABELS = {"ok": "成功", "parse_error": "JSON 解析エラー", "schema_error": "スキーマ違反",
                   "entry_schema_error": "ナレッジ項目のスキーマ違反"}

@@ -8,6 +8,9 @@ from core.diagnosis import ChatRequest, PromptInfo, view
 from core.diagnosis.conversation import DiagnosisConversations
 from core.markup import safe_markdown, safe_text
 from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 state = st.session_state
 if "diag_convs" not in state:  # the stored conversation path (the HTTP API uses the same one)

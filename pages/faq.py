@@ -8,6 +8,9 @@ from core.faq.kb import FaultyKB, default_kb
 from core.faq.report import latency_frame, outcome_badge, trace_frame
 from core.markup import safe_markdown, safe_text
 from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 state = st.session_state
 state.setdefault("faq_chat", [])  # [{"user", "message", "citations", "outcome", "trace"}]

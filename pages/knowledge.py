@@ -11,6 +11,9 @@ from core.markup import safe_markdown, safe_text
 from core.schema_versions import describe as schema_caption
 from core.knowledge.conversation import KnowledgeConversations
 from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 PHASES = {"collect_case": "① 事例ヒアリング", "organize_risks": "② リスク整理",
           "draft_knowledge": "③ ナレッジ草案", "review_knowledge": "④ レビュー・確定"}

@@ -8,6 +8,9 @@ import streamlit as st
 from core.knowledge.export import ENTRY_FIELDS, entries_csv, entries_json, turns_jsonl
 from core.markup import safe_text
 from pages.common import identity, jst, provider_caption, store
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 LABELS = {"knowledge_title": "タイトル", "contract_type": "契約類型", "target_clause": "対象条項",
           "review_points": "審査ポイント", "action_plan": "対応方針", "clause_sample": "条文例"}

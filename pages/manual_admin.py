@@ -15,6 +15,9 @@ from core.rag import get_manual_retriever
 from core.rag import manual_admin
 from core.rag.store import IndexUnavailable
 from pages.identity import ADMIN_UNLOCKED_KEY, auth_settings, current_identity
+from pages.common import leave_pages_directory_mode
+
+leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
 JST = timezone(timedelta(hours=9))
 NO_ADMIN_HELP = """\

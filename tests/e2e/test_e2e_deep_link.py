@@ -2,17 +2,11 @@
 reloads after the server restarted) must run the app's navigation, not the page file on its own."""
 from __future__ import annotations
 
-import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.helpers import RERUN
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Streamlit treats a folder named pages/ next to app.py as the legacy pages directory until some run "
-    "has called st.navigation, so the very first deep link runs pages/diagnosis.py without app.py "
-    "(KeyError: llm_client). Fix: rename pages/ (e.g. to views/) or otherwise keep app.py the entry; "
-    "then drop this marker."))
 def test_first_visit_to_a_fresh_server_on_a_deep_link_runs_the_app(new_browser, fresh_server):
     page = new_browser()
     page.goto(f"{fresh_server.url}/diagnosis")
