@@ -53,7 +53,7 @@ def leave_pages_directory_mode() -> None:
     ``st.navigation`` once and rerun: the same URL then runs ``app.py`` first, as every later visit does."""
     from streamlit.runtime.pages_manager import PagesManager
 
-    if PagesManager.uses_pages_directory:
+    if PagesManager.uses_pages_directory and "provider_registry" not in st.session_state:  # app.py never ran
         PagesManager.uses_pages_directory = False
         st.rerun()
 
