@@ -33,12 +33,15 @@ state = st.session_state
 if not state.get("debug_enabled"):
     st.info("このタブでのデバッグログの記録はオフです（サイドバーで切り替えられます）。他の操作者の記録は表示されます。")
 
-records = store().list_debug_records(limit=1000)
+stamp = store().debug_records_stamp()  # reruns reuse the parsed records until one is added or deleted
+if state.get("wb_records_cache", (None,))[0] != stamp:
+    loaded = store().list_debug_records(limit=1000)
+    state.wb_records_cache = (stamp, loaded, wb.records_frame(loaded))
+_, records, frame = state.wb_records_cache
 if not records:
     st.caption("まだ記録がありません。会話フローを実行すると、モデル呼び出しごとに 1 件記録されます。")
     st.stop()
 by_id = {r["id"]: r for r in records}
-frame = wb.records_frame(records)
 
 
 def _options(column: str) -> list[str]:

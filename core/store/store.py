@@ -502,6 +502,14 @@ class Store:
             rows = conn.execute(stmt).all()
         return [{**(_loads(r.record, {}) or {}), "id": r.id, "owner": r.owner} for r in reversed(rows)]
 
+    def debug_records_stamp(self) -> tuple[int, int]:
+        """(newest id, count): changes whenever a record is added or deleted, so a page can keep the
+        records it parsed until then."""
+        with self._read() as conn:
+            row = conn.execute(select(func.coalesce(func.max(t.debug_records.c.id), 0), func.count())
+                               .select_from(t.debug_records)).one()
+        return int(row[0]), int(row[1])
+
     def count_debug_records(self, conversation_id: str | None = None) -> int:
         stmt = select(func.count()).select_from(t.debug_records)
         if conversation_id:
