@@ -24,6 +24,11 @@ def make_pdf(pages: list[list[str]]) -> bytes:
         ops.append("ET")
         stream = "\n".join(ops).encode()
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    return pdf_from_objects(objects)
+
+
+def pdf_from_objects(objects: list[bytes]) -> bytes:
+    """A PDF file of the numbered ``objects`` (object 1 is the catalog) with its xref table."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []

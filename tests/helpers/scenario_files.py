@@ -12,6 +12,7 @@ import io
 import zipfile
 from pathlib import Path
 from xml.sax.saxutils import escape
+from tests.helpers.documents import pdf_from_objects
 
 FILES_DIR = Path(__file__).resolve().parents[1] / "scenarios" / "files"
 
@@ -104,17 +105,7 @@ def make_pdf(lines: list[str]) -> bytes:
         _stream(_to_unicode_cmap(chars)),
         _stream("\n".join(ops).encode("ascii")),
     ]
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(f"{number} 0 obj\n".encode() + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    out.write("".join(f"{o:010d} 00000 n \n" for o in offsets).encode())
-    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
-    return out.getvalue()
+    return pdf_from_objects(objects)
 
 
 def fixtures() -> dict[str, bytes]:

@@ -10,6 +10,8 @@ on top) → SPEC_CHECK as well; 5. ``should_hint_spec`` (soft threshold) sets ``
 """
 from __future__ import annotations
 
+from typing import Any
+
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.guards import should_hint_spec, should_route_to_spec_check
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
@@ -30,19 +32,11 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
     session.symptom_text = text
     keyword = ctx.rules.check(text)
     if keyword.is_critical:
-        session.collected_symptoms.append(text)
-        add_user(session, text)
-        apply_keyword_urgency(session, keyword)
-        return reservation.enter(session, ctx, lead=f"入力された症状から、{'、'.join(keyword.reasons)}があります。"
-                                                    "安全な場所に停車し、無理に運転を続けないでください。")
+        return _critical(session, ctx, text, keyword)
     hits = rag_search(ctx, text, session.vehicle_id)
     keyword = assess(ctx.rules, [text], text, hits)
     if keyword.is_critical:
-        session.collected_symptoms.append(text)
-        add_user(session, text)
-        apply_keyword_urgency(session, keyword)
-        return reservation.enter(session, ctx, lead=f"入力された症状から、{'、'.join(keyword.reasons)}があります。"
-                                                    "安全な場所に停車し、無理に運転を続けないでください。")
+        return _critical(session, ctx, text, keyword)
     info = (keyword.intent == "info" and keyword.level == "none" and bool(hits)
             and hits[0].content_type not in DANGER_TYPES)
     if info or (should_route_to_spec_check(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])):
@@ -51,3 +45,12 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
     session.spec_hint = should_hint_spec(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])
     session.current_step = ChatStep.DIAGNOSING
     return diagnosing.run_turn(session, text, ctx)
+
+
+def _critical(session: SessionState, ctx: DiagnosisContext, text: str, keyword: Any) -> ChatResponse:
+    """A critical symptom goes straight to the booking path with the reasons and the safety advice."""
+    session.collected_symptoms.append(text)
+    add_user(session, text)
+    apply_keyword_urgency(session, keyword)
+    return reservation.enter(session, ctx, lead=f"入力された症状から、{'、'.join(keyword.reasons)}があります。"
+                                                "安全な場所に停車し、無理に運転を続けないでください。")

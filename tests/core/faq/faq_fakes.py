@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from core.faq.kb import Article
-from core.llm.offline import OfflineClient
+from tests.helpers.clients import RecordingClient  # noqa: F401 - the FAQ conftest takes it from here
 
 ARTICLES = [
     Article("kb:101", "オイル交換の目安はどのくらいですか？", "オイル・消耗品", ("オイル交換",),
@@ -33,13 +33,3 @@ class FakeRetriever:
         return [(doc_id, score, {"id": doc_id}) for doc_id, score in ranked]
 
 
-class RecordingClient(OfflineClient):
-    """The offline provider, keeping every request it was sent."""
-
-    def __init__(self):
-        super().__init__()
-        self.requests = []
-
-    def complete(self, request):
-        self.requests.append(request)
-        return super().complete(request)

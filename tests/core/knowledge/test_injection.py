@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.attachments import extract_document
 from core.knowledge.session import submit_turn
 from core.knowledge.turn import entry_schema, turn_schema
-from core.llm.offline import OfflineClient
+from tests.helpers.clients import RecordingClient
 from core.untrusted import CLOSE, OPEN
 from core.validation import parse_and_validate_turn
 from tests.helpers.documents import make_docx
@@ -27,16 +27,6 @@ LEGAL_NEXT = {None: {"collect_case", "organize_risks", "draft_knowledge"},
               "draft_knowledge": set(PHASES), "review_knowledge": set(PHASES)}
 
 
-class RecordingClient(OfflineClient):
-    """The offline interviewer, keeping every request it was sent."""
-
-    def __init__(self):
-        super().__init__()
-        self.requests = []
-
-    def complete(self, request):
-        self.requests.append(request)
-        return super().complete(request)
 
 
 def check_turn(outcome, previous_phase):

@@ -103,3 +103,20 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
     out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, catalog, xref)
     return bytes(out)
+
+
+def ingest_setup(tmp_path, monkeypatch, vehicle_id: str = "car-a") -> HashEmbedder:
+    """A manuals folder with one tiny manual, a fresh index path and a hash embedder, as the ingest CLI
+    sees them; returns the embedder."""
+    import json
+
+    from core.rag import manual_retriever as mr
+
+    manuals = tmp_path / "manuals"
+    manuals.mkdir()
+    (manuals / f"{vehicle_id}.json").write_text(json.dumps(tiny_manual(vehicle_id), ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
+    monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
+    emb = HashEmbedder()
+    monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)
+    return emb

@@ -14,7 +14,7 @@ from core.identity import Identity
 from core.rag import manual_admin as ma
 from core.rag.manual_retriever import ManualRetriever
 from core.rag.store import INDEX_UNAVAILABLE_MESSAGE, IndexUnavailable, chroma_settings
-from rag_helpers import HashEmbedder, make_pdf, tiny_manual
+from rag_helpers import HashEmbedder, ingest_setup, make_pdf, tiny_manual
 
 CATALOG = ("car-a", "car-b")
 ADMIN = Identity(name="管理 太郎", email="admin@example.com", source="oidc", roles=frozenset({"operator", "admin"}))
@@ -203,15 +203,8 @@ def test_retriever_survives_a_reset_in_another_process(tmp_path):
 
 def test_ingest_cli_attributes_pdfs_and_binds_them_to_a_known_vehicle(tmp_path, monkeypatch, capsys):
     from core.rag import ingest
-    from core.rag import manual_retriever as mr
 
-    manuals = tmp_path / "manuals"
-    manuals.mkdir()
-    (manuals / "car-a.json").write_text(json.dumps(tiny_manual("car-a"), ensure_ascii=False), encoding="utf-8")
-    monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
-    monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
-    emb = HashEmbedder()
-    monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)
+    emb = ingest_setup(tmp_path, monkeypatch)
     pdf = tmp_path / "extra.pdf"
     pdf.write_bytes(TOWING)
     assert ingest.main(["--pdf", str(pdf), "--vehicle", "no-such-car"]) == 1

@@ -1,21 +1,12 @@
 """The ingestion command line over a temporary store."""
 from __future__ import annotations
 
-import json
-
 from core.rag import ingest
-from core.rag import manual_retriever as mr
-from rag_helpers import HashEmbedder, make_pdf, tiny_manual
+from rag_helpers import ingest_setup, make_pdf
 
 
 def test_ingest_cli_builds_updates_and_adds_a_pdf(tmp_path, monkeypatch, capsys):
-    manuals = tmp_path / "manuals"
-    manuals.mkdir()
-    (manuals / "car-a.json").write_text(json.dumps(tiny_manual("car-a"), ensure_ascii=False), encoding="utf-8")
-    monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
-    monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
-    emb = HashEmbedder()
-    monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)
+    ingest_setup(tmp_path, monkeypatch)
 
     assert ingest.main([]) == 0
     out = capsys.readouterr().out
