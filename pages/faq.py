@@ -71,6 +71,8 @@ def _show_citations(citations: list[str]) -> None:
 
 def _show_trace(turn: dict, index: int, latest: bool) -> None:
     trace = turn["trace"]
+    if not trace:  # a turn stopped before the graph ran (e.g. over-long input)
+        return
     with st.expander(f"🔎 トレース（{len(trace)} ノード・合計 {sum(e['latency_ms'] for e in trace):.0f} ms）"):
         # chart and table for the latest turn only (or on demand): drawing them for every past turn
         # made each rerun grow with the history
