@@ -8,6 +8,7 @@ the page passes in the session-state lists.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, MutableSequence, Sequence
@@ -61,24 +62,27 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
     history = history_for_model(chat)
     user_entry: dict[str, Any] = {
         "id": uuid.uuid4().hex[:8], "role": "user", "content": user_text,
-        "attachments": [{"name": d.name, "summary": d.summary()} for d in usable],
+        "attachments": [{**d.metadata(), "summary": d.summary()} for d in usable],  # never the text
         "payload": build_user_payload(user_text, file_texts), "user_text": user_text, "file_texts": file_texts,
     }
     chat.append(user_entry)
+    started = time.perf_counter()
     result = call_llm(user_text, file_texts, system_prompt(), history, client, turn_schema(), entry_schema(),
                       log=log, tags=CallTags(session_id=session_id, flow="knowledge", step="turn",
                                              prompt="knowledge_system"), retry=retry)
+    latency_ms = round((time.perf_counter() - started) * 1000, 1)
     if result.ok:
         data = result.data or {}
         assistant_entry = {"role": "assistant", "content": result.assistant_message, "raw": result.raw,
-                           "turn": data, "method": result.method, "attempts": result.attempts}
+                           "turn": data, "method": result.method, "attempts": result.attempts,
+                           "latency_ms": latency_ms}
         if result.knowledge:  # a clarify turn with knowledge_json=null keeps the last draft
             knowledge_outputs[:] = result.knowledge
     else:
         user_entry["failed"] = True
         assistant_entry = {"role": "assistant", "failed": True, "content": result.error_label,
                            "error_type": result.error_type, "errors": result.errors, "raw": result.raw,
-                           "retry_of": user_entry["id"], "attempts": result.attempts}
+                           "retry_of": user_entry["id"], "attempts": result.attempts, "latency_ms": latency_ms}
     chat.append(assistant_entry)
     return TurnOutcome(result, user_entry, assistant_entry)
 

@@ -129,3 +129,23 @@ def test_debug_page_shows_records_from_every_browser():
     other = browser(page="pages/debug_log.py")
     assert other.dataframe and len(other.dataframe[0].value) == get_store().count_debug_records()
     assert other.button(key="clear_debug").disabled  # clearing is for admins
+
+
+def test_uploads_are_stored_as_metadata_only():
+    import hashlib
+
+    from tests.helpers.documents import make_docx
+
+    data = make_docx(["業務委託契約書", "第8条（損害賠償）乙は秘密の条文を賠償する。"], [["項目", "金額"], ["委託料", "月額50万円"]], [])
+    at = browser()
+    at.chat_input[0].set_value("添付の契約書です").upload("contract.docx", data).run()
+    assert not at.exception
+    sid = at.session_state.session_id
+    [user] = [t for t in get_store().list_turns(sid) if t["role"] == "user"]
+    [meta] = user["attachments"]
+    assert meta["name"] == "contract.docx" and meta["size"] == len(data)
+    assert meta["sha256"] == hashlib.sha256(data).hexdigest() and "pages" in meta  # None for a DOCX
+    stored = repr(get_store().list_turns(sid, include_superseded=True))
+    assert "秘密の条文" not in stored and "月額50万円" not in stored  # never the text
+    answer = [t for t in get_store().list_turns(sid) if t["role"] == "assistant"][0]
+    assert answer["latency_ms"] is not None and answer["provider"] == "offline" and answer["method"]
