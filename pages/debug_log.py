@@ -52,18 +52,18 @@ with st.expander("🔎 絞り込み", expanded=True):
     c1, c2, c3, c4 = st.columns(4)
     conversation = c1.text_input("会話 ID", value=st.query_params.get("conversation", ""), key="f_conversation",
                                  max_chars=80).strip()
-    flows = c2.multiselect("フロー", _options("flow"), key="f_flow")
-    steps = c3.multiselect("ステップ / フェーズ", _options("step"), key="f_step")
-    tasks = c4.multiselect("タスク", _options("task"), key="f_task")
+    flows = c2.multiselect("フロー", _options("flow"), placeholder="すべて", key="f_flow")
+    steps = c3.multiselect("ステップ / フェーズ", _options("step"), placeholder="すべて", key="f_step")
+    tasks = c4.multiselect("タスク", _options("task"), placeholder="すべて", key="f_task")
     c1, c2, c3, c4 = st.columns(4)
-    providers = c1.multiselect("プロバイダー", _options("provider"), key="f_provider")
-    models = c2.multiselect("モデル", _options("model"), key="f_model")
-    methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(_options("method"))), key="f_strategy",
+    providers = c1.multiselect("プロバイダー", _options("provider"), placeholder="すべて", key="f_provider")
+    models = c2.multiselect("モデル", _options("model"), placeholder="すべて", key="f_model")
+    methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(_options("method"))), placeholder="すべて", key="f_strategy",
                              format_func=lambda m: METHOD_LABELS.get(m, m))
-    outcomes = c4.multiselect("結果", _options("outcome"), key="f_outcome",
+    outcomes = c4.multiselect("結果", _options("outcome"), placeholder="すべて", key="f_outcome",
                               format_func=lambda o: OUTCOME_LABELS.get(o, o))
     c1, c2, c3, c4 = st.columns(4)
-    error_types = c1.multiselect("エラー種別", _options("error_type"), key="f_error_type")
+    error_types = c1.multiselect("エラー種別", _options("error_type"), placeholder="すべて", key="f_error_type")
     date_from = c2.date_input("開始日（日本時間）", value=None, key="f_date_from")
     date_to = c3.date_input("終了日（日本時間）", value=None, key="f_date_to")
     failed_only = c4.toggle("失敗のみ", key="f_failed")
@@ -185,7 +185,7 @@ with tab_replay:
         model = c2.text_input("モデル", value=getattr(client, "model", ""), key="wb_model", max_chars=200)
         chain = c3.multiselect("方式（この順にフォールバック）", list(ALL_STRATEGIES),
                                default=[s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES],
-                               format_func=lambda s: STRATEGY_LABELS[s], key="wb_strategies")
+                               format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies")
         st.caption(f"実行するプロバイダー: {getattr(client, 'name', '?')}（サイドバーで切り替えられます）")
         if st.button("▶️ 再実行", key="wb_run", type="primary"):
             with st.spinner("再実行しています…"):
@@ -259,7 +259,7 @@ with tab_batch:
                                         key="wb_batch_temperature")
         b_model = c2.text_input("モデル（空欄ならプロバイダーの既定）", key="wb_batch_model", max_chars=200)
         b_chain = c3.multiselect("方式", list(ALL_STRATEGIES), format_func=lambda s: STRATEGY_LABELS[s],
-                                 key="wb_batch_strategies")
+                                 placeholder="選択してください", key="wb_batch_strategies")
         if st.button("▶️ 一括再実行", key="wb_batch_run", type="primary", disabled=not same):
             change = {"system_prompt": batch_system or None, "temperature": b_temperature, "model": b_model or None,
                       "strategies": b_chain, "replace_text": [(old_text, new_text)] if old_text else []}

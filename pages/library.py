@@ -27,8 +27,8 @@ who = identity()
 search_col, status_col, type_col = st.columns([3, 2, 2])
 query = search_col.text_input("検索（タイトル・契約類型・条項・本文）", key="lib_query", max_chars=200)
 statuses = status_col.multiselect("状態", list(STATUS), default=["draft", "confirmed"], format_func=STATUS.get,
-                                  key="lib_status")
-types = type_col.multiselect("契約類型", store().contract_types(), key="lib_types")
+                                  placeholder="すべて", key="lib_status")
+types = type_col.multiselect("契約類型", store().contract_types(), placeholder="すべて", key="lib_types")
 entries = store().list_entries(status=statuses or None, contract_type=types or None, query=query)
 
 if not entries:
