@@ -441,6 +441,9 @@ def _known_summary(facts: Facts) -> str:
         known.append(f"契約類型: {_value(facts, 'contract_type')}")
     if _value(facts, "target_clause"):
         known.append(f"対象条項: {_value(facts, 'target_clause')}")
+    plan = _value(facts, "action_plan").replace("\n", " ").lstrip("・").strip()
+    if plan:
+        known.append(f"対応方針: 「{plan[:60]}{'…' if len(plan) > 60 else ''}」")
     return "、".join(known)
 
 

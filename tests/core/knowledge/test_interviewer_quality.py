@@ -144,3 +144,11 @@ def test_an_attachment_clause_is_found_by_the_topic_words():
                                             "第9条（管轄）本契約の紛争は東京地方裁判所を専属管轄とする。"}]
     assert collect_facts(messages)[0].target_clause == "第9条(管轄)"
     assert isinstance(facts, Facts)
+
+
+def test_a_policy_given_before_the_draft_is_acknowledged_in_the_reply():
+    _, _, outcomes = interview(["業務委託契約の第8条（損害賠償）で、賠償の上限がない点が問題でした。",
+                                "方針：委託料総額を上限とするよう修正を求めます。"])
+    reply = outcomes[-1].result.assistant_message
+    assert "対応方針: 「委託料総額を上限とするよう修正を求めます" in reply
+    assert "修正・交渉の方針" not in reply  # it is not asked for again
