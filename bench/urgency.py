@@ -5,6 +5,10 @@ Scores the fused level (``core.diagnosis.urgency_semantic.fuse`` of the YAML rul
 kNN vote over the tune split; no manual sections, text only) on the ``split: heldout`` utterances
 of ``data/urgency_utterances.yaml`` and prints held-out accuracy, per-level recall and critical
 recall (the figure that must stay 1.0), next to the rules alone and the vote alone.
+
+It also scores ``data/urgency_probe.yaml``: 120 utterances written without looking at the rules,
+the utterance set or the classifier, and never tuned against — an untuned figure
+(``urgency_probe_*``), reported, not asserted. Keep those texts out of the rules and the utterances.
 :func:`run` returns the figures for a combined ``python -m bench``.
 """
 from __future__ import annotations
@@ -12,10 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from typing import Any, Sequence
 
 from core.diagnosis.urgency_rules import default_rules
 from core.diagnosis.urgency_semantic import LEVELS, SemanticUrgencyModel, Utterance, fuse, load_utterances
+from core.paths import DATA_DIR
+
+PROBE_PATH = DATA_DIR / "urgency_probe.yaml"
 
 
 def _recall(pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
@@ -55,6 +63,11 @@ def score(model: SemanticUrgencyModel, items: Sequence[Utterance], *, loo: bool 
             "misses": [{"text": u.text, "gold": g, "got": p} for u, (g, p) in zip(items, fused) if g != p]}
 
 
+def load_probe(path=PROBE_PATH) -> list[Utterance]:
+    """The untuned probe utterances (``split`` set to ``probe``; never exemplars)."""
+    return [replace(u, split="probe") for u in load_utterances(path)]
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     utterances = load_utterances()
@@ -73,6 +86,17 @@ def run(quick: bool = False) -> dict[str, Any]:
         "urgency_tune_n": len(tune),
         "urgency_heldout_misses": held["misses"],
     }
+    probe = score(model, load_probe())
+    result.update(
+        urgency_probe_accuracy=probe["accuracy"],
+        urgency_probe_critical_recall=probe["critical_recall"],
+        urgency_probe_recall=probe["recall"],
+        urgency_probe_rules_only_accuracy=probe["rules_only_accuracy"],
+        urgency_probe_vote_only_accuracy=probe["vote_only_accuracy"],
+        urgency_probe_false_critical=len(probe["false_critical"]),
+        urgency_probe_n=probe["n"],
+        urgency_probe_misses=[{"text": m["text"], "expected": m["gold"], "got": m["got"]} for m in probe["misses"]],
+    )
     if not quick:
         loo = score(model, tune, loo=True)
         result.update(urgency_tune_loo_accuracy=loo["accuracy"], urgency_tune_loo_critical_recall=loo["critical_recall"],
@@ -91,10 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
     for key, value in result.items():
-        if key == "urgency_heldout_misses":
-            print(f"{key}:")
+        if key in ("urgency_heldout_misses", "urgency_probe_misses"):
+            print(f"{key}: {len(value)}")
             for miss in value:
-                print(f"  {miss['gold']:>8} → {miss['got']:<8} {miss['text']}")
+                print(f"  {miss.get('gold') or miss.get('expected'):>8} → {miss['got']:<8} {miss['text']}")
         else:
             print(f"{key}: {value}")
     return 0
