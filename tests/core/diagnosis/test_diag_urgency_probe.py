@@ -12,7 +12,8 @@ from core.paths import DATA_DIR
 
 PROBE = DATA_DIR / "urgency_probe.yaml"
 UTTERANCES = DATA_DIR / "urgency_utterances.yaml"
-LEVEL_COUNTS = {"critical": 20, "high": 25, "medium": 25, "low": 20, "none": 30}
+# after the relabel to the spec (lamps lit and abnormal noises are high): 18 items medium → high
+LEVEL_COUNTS = {"critical": 20, "high": 43, "medium": 7, "low": 20, "none": 30}
 STYLES = {"plain", "polite", "colloquial", "typo", "kana", "child", "elderly"}
 
 
