@@ -7,8 +7,9 @@ of ``data/urgency_utterances.yaml`` and prints held-out accuracy, per-level reca
 recall (the figure that must stay 1.0), next to the rules alone and the vote alone.
 
 It also scores ``data/urgency_probe.yaml``: 120 utterances written without looking at the rules,
-the utterance set or the classifier, and never tuned against — an untuned figure
-(``urgency_probe_*``), reported, not asserted. Keep those texts out of the rules and the utterances.
+the utterance set or the classifier; since its relabel to the spec's level table it has been used
+as a development set, so its figure (``urgency_probe_*``) is no longer untuned (reported, not
+asserted). Keep its texts out of the rules and the utterances all the same.
 :func:`run` returns the figures for a combined ``python -m bench``.
 """
 from __future__ import annotations

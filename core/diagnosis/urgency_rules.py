@@ -56,17 +56,22 @@ class KeywordUrgency:
 MAX_CHARS = 2000  # longer input is cut before matching (the patterns use bounded gaps)
 _HIRAGANA = {c: c + 0x60 for c in range(0x3041, 0x3097)}
 _COLLOQUIAL_NOT = re.compile(r"(?<=[かきくけこがぎぐげごさしすせそたちつてとまみむめもらりるれろわえべげぜで])ね[えぇー]")
+# western / elderly negation: 「効かん」「止まらんかった」「点かんようになって」
+_DIALECT_NOT_PAST = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=かった)")
+_DIALECT_NOT = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=(じゃ|のじゃ|ようにな|のう|のや|わ|よ|ぞ|で|が|し|、|。|!|\?|$))")
 
 
 def variants(text: str | None) -> list[str]:
     """The NFKC text, then (when different) the same with hiragana folded to katakana
     (「がそりんくさい」 → 「ガソリンクサイ」) and with colloquial negation written out
-    (「切れねえ」 → 「切れない」), so kana spellings and casual speech meet the same patterns."""
+    (「切れねえ」 → 「切れない」, 「効かんのじゃ」 → 「効かないのじゃ」), so kana spellings, casual
+    speech and dialect meet the same patterns."""
     base = unicodedata.normalize("NFKC", text or "")[:MAX_CHARS]
     if not base.strip():
         return []
     out = [base]
-    for form in (base.translate(_HIRAGANA), _COLLOQUIAL_NOT.sub("ない", base)):
+    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", base))
+    for form in (base.translate(_HIRAGANA), _COLLOQUIAL_NOT.sub("ない", base), dialect):
         if form not in out:
             out.append(form)
     return out

@@ -49,6 +49,27 @@ LEVELS = ("none", "low", "medium", "high", "critical")
 MAX_CHARS = 200  # texts are capped before embedding
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 NORMAL_MARK = re.compile(r"故障ではありません|正常な(現象|動作|制御)|異常ではありません|問題ありません|心配ありません|異常ではない")
+# An information / how-to question (「…はどうやって開けるの」「…はどこ」「…の方法を教えて」) with no
+# symptom word: the vote is not trusted to raise it (a question naming a part resembles a fault
+# with that part, and kana-only questions resemble kana-only faults). The rules still apply.
+HOW_TO = re.compile(
+    r"どうやって|どうやったら|どうすれば.{0,6}(開|あけ|外|はず|消|け[しせ]|設定|使|つか|入|い[れら]|つけ|付け|戻|もど|直|なお)|"
+    r"(やり方|やりかた|仕方|しかた|使い方|つかいかた|方法|手順|[けしきえめれせい](方|かた))(を|が|は|って)?.{0,4}(教え|おしえ|知りた|しりた|わから|分から|わかん|ある|ありますか|[?？]|$)|"
+    r"どこ(に|で|から|へ|にある|ですか|だっけ|[?？]|$)|(何|なん)の(意味|マーク|ランプ)|意味(は|って|を)|とは|"
+    r"いつ(ごろ|頃|が|に|まで|ですか|だっけ|[?？]|$)|いくつ|(何|なん)(キロ|km|人|にん|リットル|年)|どれ(を|が|ですか|くらい)|どのように|"
+    r"(変え|替え|かえ|切り|きり|調整し|つなぎ|設定し|登録し)たい|(時期|空気圧)は[?？]|"
+    r"(教えて|おしえて|知りたい|しりたい)|(予約|交換|点検).{0,6}(でき|したい|お願い|してもら|やってもら)")
+SYMPTOM_WORD = re.compile(
+    r"(?<!わから)(?<!分から)(?<!知ら)(?<!しら)(な|ませ)い(?!か)|しな|せず|止まら|とまら|効か|きか|煙|けむり|火|漏|もれ|音|臭|くさ|におい|匂い|点灯|点滅|つい(た|て)|点い|"
+    r"警告|沈|おかし|変な|へんな|異|振動|揺れ|ゆれ|重|かた[いく]|熱|あつ|焦げ|壊|こわ|割れ|パンク|抜け|垂れ|たれ")
+
+
+def is_how_to(text: str | None) -> bool:
+    """An information / how-to question with no symptom word in it."""
+    norm = _norm(text)
+    return bool(HOW_TO.search(norm)) and not SYMPTOM_WORD.search(norm)
+
+
 LEVEL_VISIT = {"critical": "immediate", "high": "today", "medium": "this_week", "low": "when_convenient"}
 SEMANTIC_REASON = "よく似た相談例からの推定"
 
@@ -226,7 +247,11 @@ class SemanticUrgencyModel:
         if not has_japanese(text):
             return SemanticUrgency(intent="unknown")
         sims = self.vectors() @ self.query(text or "")
-        return self.vote(sims, exclude=exclude)
+        result = self.vote(sims, exclude=exclude)
+        if is_how_to(text):  # a question, not a symptom: the vote neither raises nor names a normal case
+            result.level, result.confident, result.intent = "none", False, "info"
+            result.normal_case, result.can_drive = None, None
+        return result
 
     def vote(self, sims: np.ndarray, *, exclude: int | None = None) -> SemanticUrgency:
         sims = np.array(sims, dtype=np.float32)
