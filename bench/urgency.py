@@ -10,6 +10,11 @@ It also scores ``data/urgency_probe.yaml``: 120 utterances written without looki
 the utterance set or the classifier; since its relabel to the spec's level table it has been used
 as a development set, so its figure (``urgency_probe_*``) is no longer untuned (reported, not
 asserted). Keep its texts out of the rules and the utterances all the same.
+
+``data/urgency_probe2.yaml`` is the blind set: 120 utterances written only from the spec's level
+table by someone who never saw the rules, the utterances, the classifier or its misses, and never
+used for tuning (``urgency_blind_*``). Never edit rules or utterances after reading its misses
+without writing a new blind set.
 :func:`run` returns the figures for a combined ``python -m bench``.
 """
 from __future__ import annotations
@@ -25,6 +30,7 @@ from core.diagnosis.urgency_semantic import LEVELS, SemanticUrgencyModel, Uttera
 from core.paths import DATA_DIR
 
 PROBE_PATH = DATA_DIR / "urgency_probe.yaml"
+BLIND_PATH = DATA_DIR / "urgency_probe2.yaml"
 
 
 def _recall(pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
@@ -98,6 +104,15 @@ def run(quick: bool = False) -> dict[str, Any]:
         urgency_probe_n=probe["n"],
         urgency_probe_misses=[{"text": m["text"], "expected": m["gold"], "got": m["got"]} for m in probe["misses"]],
     )
+    blind = score(model, load_probe(BLIND_PATH))
+    result.update(
+        urgency_blind_accuracy=blind["accuracy"],
+        urgency_blind_critical_recall=blind["critical_recall"],
+        urgency_blind_recall=blind["recall"],
+        urgency_blind_false_critical=len(blind["false_critical"]),
+        urgency_blind_n=blind["n"],
+        urgency_blind_misses=[{"text": m["text"], "expected": m["gold"], "got": m["got"]} for m in blind["misses"]],
+    )
     if not quick:
         loo = score(model, tune, loo=True)
         result.update(urgency_tune_loo_accuracy=loo["accuracy"], urgency_tune_loo_critical_recall=loo["critical_recall"],
@@ -116,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
     for key, value in result.items():
-        if key in ("urgency_heldout_misses", "urgency_probe_misses"):
+        if key in ("urgency_heldout_misses", "urgency_probe_misses", "urgency_blind_misses"):
             print(f"{key}: {len(value)}")
             for miss in value:
                 print(f"  {miss.get('gold') or miss.get('expected'):>8} → {miss['got']:<8} {miss['text']}")

@@ -137,7 +137,7 @@ def has_japanese(text: str | None) -> bool:
 def load_utterances(path: Path | str = UTTERANCES_PATH) -> list[Utterance]:
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     out = []
-    for item in data.get("utterances") or []:
+    for item in (data if isinstance(data, list) else data.get("utterances")) or []:  # a bare list too
         if item.get("level") not in LEVELS:
             raise ValueError(f"bad level in {path}: {item!r}")
         out.append(Utterance(text=str(item["text"]), level=item["level"], split=item.get("split", "tune"),
