@@ -467,6 +467,8 @@ def _normal_case_turn(ctx: dict[str, Any], hits: list[dict[str, Any]], level: st
         return None  # answered normal (the spec answer follows), or no more asking
     message = (f"取扱説明書「{hit['section']}」には、次のように説明されています。\n\n"
                f"{manual_digest(hit['text'], must=NORMAL_RE)}\n\n{cite(hit)}\n\n{case.question}")
+    # normal behaviour is level none once settled; while its question is open it is at least low
+    level = {"none": "low"}.get(level, level)
     return _result("ask_question", message, urgency=level, reasoning=f"正常な動作の可能性（{case.id}）: 条件を確認",
                    choices=list(case.normal_choices) + list(case.abnormal_choices),
                    can_drive=True if level in ("high", "medium") else None, confidence=0.5, query=query,

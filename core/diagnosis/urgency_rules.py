@@ -1,9 +1,16 @@
 """Keyword urgency rules (seed 000 §6, ``data/urgency_rules.yaml``): the fast rule-based check.
 
-Text is NFKC-normalised, then each level is tried in order critical → high → medium; within a
-level the first rule with a matching pattern (``re.search``) gives the reason. No match is
-level ``none``. The levels carry the seed's ``visit_urgency`` and ``can_drive``; a rule may
-override ``can_drive`` (a puncture is high but never drivable to a shop).
+Text is NFKC-normalised, then each level is tried in order critical → high → medium → low;
+within a level the first rule with a matching pattern (``re.search``) gives the reason. No match
+is level ``none``. The levels carry the seed's ``visit_urgency`` and ``can_drive``; a rule may
+override ``can_drive`` (a puncture is high but never drivable to a shop) and may set ``max_level``,
+the most the similarity vote may raise a text it matched to (a slight pull, a cabin rattle: the
+rule has recognised a mild form of the symptom).
+
+An information / how-to question with no symptom word (:func:`is_how_to`: 「給油口は右と左どっち
+ですか」「ブレーキフルードの交換時期はいつ？」) never matches a critical rule: a risky word that is
+only the topic of a question is not a symptom. Every critical symptom names one of the
+:data:`SYMPTOM_WORD` verbs or states, so a real emergency phrased as a question still matches.
 """
 from __future__ import annotations
 
@@ -20,7 +27,33 @@ from core.diagnosis.models import urgency_rank
 from core.paths import DATA_DIR
 
 RULES_PATH = DATA_DIR / "urgency_rules.yaml"
-LEVELS = ("critical", "high", "medium")
+LEVELS = ("critical", "high", "medium", "low")
+
+# An information / how-to question (「…はどうやって開けるの」「…はどこ」「…はどっちですか」
+# 「…の方法を教えて」) is recognised by a question word or ending; it is a how-to question only when
+# the text has no symptom verb or state (:data:`SYMPTOM_WORD`). Matched on the NFKC text and its
+# hiragana → katakana fold, so kana spellings are covered by the katakana alternatives.
+HOW_TO = re.compile(
+    r"どうやって|どうやったら|どうすれば.{0,6}(開|あけ|外|はず|消|け[しせ]|設定|使|つか|入|い[れら]|つけ|付け|戻|もど|直|なお)|"
+    r"(やり方|やりかた|仕方|しかた|使い方|つかいかた|方法|手順|[けしきえめれせい](方|かた))(を|が|は|って)?.{0,4}(教え|おしえ|知りた|しりた|わから|分から|わかん|ある|ありますか|[?？]|$)|"
+    r"どこ|ドコ|(何|なん|ナン)の(意味|マーク|ランプ)|意味(は|って|を)|とは|"
+    r"いつ(?!も)|イツ(?!モ)|いくつ|イクツ|(何|なん)(キロ|km|人|にん|リットル|年)|どれ|ドレ|どのように|どっち|ドッチ|どちら|ドチラ|"
+    r"(?<![0-9])何(?!回|度|か|とか|だか)|なに(?!か|とか)|ナニ(?!カ)|なんで|ナンデ|なぜ|ナゼ|どうして|"
+    r"(変え|替え|かえ|切り|きり|調整し|つなぎ|設定し|登録し)たい|(時期|空気圧)は[?？]|"
+    r"(教えて|おしえて|オシエテ|知りたい|しりたい|シリタイ)|(予約|交換|点検).{0,6}(でき|したい|お願い|してもら|やってもら)|"
+    r"(です|ます|でしょう|でした)か|デスカ|マスカ|[?？]")
+# A symptom verb or state: a text with one of these is a report, not an information question.
+SYMPTOM_WORD = re.compile(
+    r"(?<!わから)(?<!分から)(?<!知ら)(?<!しら)(?<!ワカラ)(な|ませ|ナ)い(?!か)|しな|せず|止まら|とまら|トマラ|効か|きか|キカ|利か|煙|けむり|ケムリ|火|ヒ[ガバ]|漏|もれ|モレ|"
+    r"音|オト|鳴|なっ|ナッ|臭|くさ|クサ|におい|匂い|ニオイ|点灯|点滅|つい(た|て)|ツイ[タテ]|点い|付い|光|ひか|ヒカ|チカチカ|ちかちか|ちらちら|ピカピカ|ぴかぴか|"
+    r"警告|沈|しず|シズ|床|奥|おく|スカスカ|すかすか|ふわふわ|フワフワ|おかし|オカシ|変な|へんな|ヘンナ|異|振動|揺れ|ゆれ|ユレ|重|おも[いく]|かた[いく]|固|熱|あつ|焦げ|"
+    r"壊|こわ|割れ|パンク|ぱんく|抜け|ぬけ|垂れ|たれ|タレ|出て|でて|デテ|出た|でた|デタ|出る|湯気|ゆげ|ユゲ|沸騰|オーバーヒート|赤|あか[いく]|アカ[イク]|"
+    r"かから|カカラ|かかん|かかれ|かかりにく|再始動|エンスト|えんすと|動か|うごか|ウゴカ|動きませ|走れ|はしれ|進ま|すすま|戻ら|もどら|回ら|まわら|"
+    r"取られ|とられ|流れ|寄っ|寄る|曇|くもり|悪[いく]|わる[いく]|弱|よわ|遅|鈍|にぶ|いまいち|イマイチ|いまひとつ|今ひとつ|今一つ|もっさり|もたつ|"
+    r"切れ(た|て|そう|かけ)|きれ(た|て)|キレ[タテ]|ガタ|がた|カタカタ|かたかた|ビビ|びび|傷|キズ|きず|へこ|凹|剥げ|はげ|ハゲ|錆|さび|汚|"
+    r"大丈夫|だいじょうぶ|ダイジョウブ|平気|へいき|ヘイキ|このまま|危な|あぶな|アブナ|やばい|ヤバイ|心配|しんぱい|怖|こわい|っぱなし|ッパナシ|まま|"
+    r"上が|あが[っる]|アガ[ッル]|高[いく]|点き|付き|つき(っぱ|まま)|ぶつか|ブツカ|追突|衝突|当てられ|あてられ|接触|"
+    r"故障|こしょう|コショウ|ぶつけ|ブツケ|事故|外れ|はずれ|緩|ゆる|剥が|はが|濡れ|ぬれ|バースト|破裂|展開|開い|エラー|表示され|なくな|無くな|減|へっ|増え|ふえ|しか")
 
 
 @dataclass(frozen=True)
@@ -30,6 +63,7 @@ class Rule:
     reason: str
     patterns: tuple[re.Pattern[str], ...]
     can_drive: bool | None = None  # overrides the level's can_drive (a flat tyre at high: false)
+    max_level: str | None = None  # the most the similarity vote may raise a text this rule matched
 
 
 @dataclass
@@ -41,6 +75,7 @@ class KeywordUrgency:
     rule_ids: list[str] = field(default_factory=list)
     visit_urgency: str | None = None
     can_drive: bool | None = None
+    max_level: str | None = None  # the matched rule's cap on what the similarity vote may add
     # set by core.diagnosis.urgency_semantic.fuse (the rules alone leave them at their defaults)
     rule_level: str | None = None  # the rules' own level, the floor nothing goes below
     semantic_level: str | None = None
@@ -77,6 +112,12 @@ def variants(text: str | None) -> list[str]:
     return out
 
 
+def is_how_to(text: str | None) -> bool:
+    """An information / how-to question with no symptom verb or state in it."""
+    forms = variants(text)
+    return any(HOW_TO.search(f) for f in forms) and not any(SYMPTOM_WORD.search(f) for f in forms)
+
+
 @dataclass
 class UrgencyRules:
     rules: list[Rule]
@@ -90,13 +131,17 @@ class UrgencyRules:
         forms = variants(text)
         if not forms:
             return KeywordUrgency()
+        question = is_how_to(text)
         for level in LEVELS:
+            if level == "critical" and question:
+                continue  # a risky word that is only the topic of a how-to question
             for rule in (r for r in self.rules if r.level == level):
                 if any(p.search(form) for p in rule.patterns for form in forms):
                     info = self.level_info.get(level, {})
                     can_drive = rule.can_drive if rule.can_drive is not None else info.get("can_drive")
                     return KeywordUrgency(level=level, reasons=[rule.reason], rule_ids=[rule.id],
-                                          visit_urgency=info.get("visit_urgency"), can_drive=can_drive)
+                                          visit_urgency=info.get("visit_urgency"), can_drive=can_drive,
+                                          max_level=rule.max_level)
         return KeywordUrgency()
 
     def check_many(self, texts: Iterable[str]) -> KeywordUrgency:
@@ -110,6 +155,8 @@ class UrgencyRules:
             elif result.level == best.level and result.level != "none":
                 if result.can_drive is False:
                     best.can_drive = False
+                if result.max_level is None:
+                    best.max_level = None  # an uncapped rule at the same level lifts the cap
                 for reason, rule_id in zip(result.reasons, result.rule_ids):
                     if rule_id not in best.rule_ids:
                         best.reasons.append(reason)
@@ -127,7 +174,7 @@ def load_rules(path: Path | str = RULES_PATH) -> UrgencyRules:
         for item in spec.get("rules") or []:
             rules.append(Rule(id=item["id"], level=level, reason=item["reason"],
                               patterns=tuple(re.compile(p) for p in item.get("patterns") or []),
-                              can_drive=item.get("can_drive")))
+                              can_drive=item.get("can_drive"), max_level=item.get("max_level")))
     return UrgencyRules(rules=rules, level_info=level_info, tests=list(data.get("tests") or []))
 
 

@@ -36,7 +36,7 @@ import re2
 import yaml
 
 from core.diagnosis.models import urgency_rank
-from core.diagnosis.urgency_rules import KeywordUrgency
+from core.diagnosis.urgency_rules import HOW_TO, SYMPTOM_WORD, KeywordUrgency, is_how_to, variants  # noqa: F401
 from core.paths import DATA_DIR, ROOT
 
 logger = logging.getLogger(__name__)
@@ -48,26 +48,15 @@ SEMANTIC_ENV = "KAIWA_URGENCY_SEMANTIC"
 LEVELS = ("none", "low", "medium", "high", "critical")
 MAX_CHARS = 200  # texts are capped before embedding
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+# words that make a "normal situation" text a symptom all the same (smoke, a leak of a coloured
+# fluid, a lamp, no restart, …): such a text never takes a normal case from its wording alone
+NOT_NORMAL = (r"煙|ケムリ|けむり|火|炎|焦げ|コゲ|漏|モレ|警告|ランプ|点灯|点滅|再始動|かからな|カカラナ|かからへん|かからん|"
+              r"進まな|ススマナ|走れな|ハシレナ|効かな|キカナ|オイル|ガソリン|冷却水|ピンク|緑|ミドリ|茶色|黒|甘い|アマイ|油|"
+              r"沈|スカスカ|止まらな|トマラナ|ガリガリ|金属音|焼け|臭|クサ|におい|ニオイ|匂")
 NORMAL_MARK = re.compile(r"故障ではありません|正常な(現象|動作|制御)|異常ではありません|問題ありません|心配ありません|異常ではない")
-# An information / how-to question (「…はどうやって開けるの」「…はどこ」「…の方法を教えて」) with no
-# symptom word: the vote is not trusted to raise it (a question naming a part resembles a fault
-# with that part, and kana-only questions resemble kana-only faults). The rules still apply.
-HOW_TO = re.compile(
-    r"どうやって|どうやったら|どうすれば.{0,6}(開|あけ|外|はず|消|け[しせ]|設定|使|つか|入|い[れら]|つけ|付け|戻|もど|直|なお)|"
-    r"(やり方|やりかた|仕方|しかた|使い方|つかいかた|方法|手順|[けしきえめれせい](方|かた))(を|が|は|って)?.{0,4}(教え|おしえ|知りた|しりた|わから|分から|わかん|ある|ありますか|[?？]|$)|"
-    r"どこ(に|で|から|へ|にある|ですか|だっけ|[?？]|$)|(何|なん)の(意味|マーク|ランプ)|意味(は|って|を)|とは|"
-    r"いつ(ごろ|頃|が|に|まで|ですか|だっけ|[?？]|$)|いくつ|(何|なん)(キロ|km|人|にん|リットル|年)|どれ(を|が|ですか|くらい)|どのように|"
-    r"(変え|替え|かえ|切り|きり|調整し|つなぎ|設定し|登録し)たい|(時期|空気圧)は[?？]|"
-    r"(教えて|おしえて|知りたい|しりたい)|(予約|交換|点検).{0,6}(でき|したい|お願い|してもら|やってもら)")
-SYMPTOM_WORD = re.compile(
-    r"(?<!わから)(?<!分から)(?<!知ら)(?<!しら)(な|ませ)い(?!か)|しな|せず|止まら|とまら|効か|きか|煙|けむり|火|漏|もれ|音|臭|くさ|におい|匂い|点灯|点滅|つい(た|て)|点い|"
-    r"警告|沈|おかし|変な|へんな|異|振動|揺れ|ゆれ|重|かた[いく]|熱|あつ|焦げ|壊|こわ|割れ|パンク|抜け|垂れ|たれ")
-
-
-def is_how_to(text: str | None) -> bool:
-    """An information / how-to question with no symptom word in it."""
-    norm = _norm(text)
-    return bool(HOW_TO.search(norm)) and not SYMPTOM_WORD.search(norm)
+# An information / how-to question with no symptom word (``is_how_to``, shared with the rules): the
+# vote is not trusted to raise it (a question naming a part resembles a fault with that part, and
+# kana-only questions resemble kana-only faults).
 
 
 LEVEL_VISIT = {"critical": "immediate", "high": "today", "medium": "this_week", "low": "when_convenient"}
@@ -97,6 +86,18 @@ class NormalCase:
     normal_text: str = ""
     abnormal_text: str = ""
     abnormal_level: str = "high"
+    context_text: str = ""  # the situation the manual calls normal, named in the text itself
+
+    def named_by(self, text: str) -> bool:
+        """The text describes this case's normal situation (its ``context_text``, on the text and
+        its kana-folded :func:`variants`) and nothing abnormal (``abnormal_text`` or a danger word)."""
+        if not self.context_text:
+            return False
+        forms = variants(text) or [""]
+        if not any(re2.search(self.context_text, f) for f in forms):
+            return False
+        bad = [p for p in (self.abnormal_text, NOT_NORMAL) if p]
+        return not any(re2.search(p, f) for p in bad for f in forms)
 
     def says_normal(self, text: str) -> bool:
         return bool(self.normal_text) and re2.search(self.normal_text, _norm(text)) is not None
@@ -150,7 +151,7 @@ def load_normal_cases(path: Path | str = NORMAL_CASES_PATH) -> dict[str, NormalC
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     cases = {}
     for case_id, spec in (data.get("cases") or {}).items():
-        for key in ("normal_text", "abnormal_text"):
+        for key in ("normal_text", "abnormal_text", "context_text"):
             if spec.get(key):
                 re2.compile(spec[key])  # fail early on a pattern re2 cannot run
         cases[case_id] = NormalCase(
@@ -158,13 +159,22 @@ def load_normal_cases(path: Path | str = NORMAL_CASES_PATH) -> dict[str, NormalC
             ask=bool(spec.get("ask")), topic=spec.get("topic", ""), question=spec.get("question", ""),
             normal_choices=tuple(spec.get("normal_choices") or ()), abnormal_choices=tuple(spec.get("abnormal_choices") or ()),
             normal_text=spec.get("normal_text", ""), abnormal_text=spec.get("abnormal_text", ""),
-            abnormal_level=spec.get("abnormal_level", "high"))
+            abnormal_level=spec.get("abnormal_level", "high"), context_text=spec.get("context_text", ""))
     return cases
 
 
 @lru_cache(maxsize=1)
 def normal_cases() -> dict[str, NormalCase]:
     return load_normal_cases()
+
+
+def text_normal_case(text: str | None) -> NormalCase | None:
+    """The first normal case whose situation the text itself names (「信号待ちでエンジンが止まる」,
+    「寒い朝にマフラーから湯気」, 「雨の日だけブレーキが鳴る」, kana spellings too), or None."""
+    norm = _norm(text)
+    if not norm:
+        return None
+    return next((case for case in normal_cases().values() if case.named_by(norm)), None)
 
 
 class SemanticUrgencyModel:
@@ -251,6 +261,15 @@ class SemanticUrgencyModel:
         if is_how_to(text):  # a question, not a symptom: the vote neither raises nor names a normal case
             result.level, result.confident, result.intent = "none", False, "info"
             result.normal_case, result.can_drive = None, None
+            return result
+        case = text_normal_case(text)
+        if case is not None:
+            # the text names a situation the manual calls normal: the vote (which drifts for short or
+            # kana-only wording) does not raise it; with sections, fuse still confirms the case or
+            # applies its ``if_unconfirmed`` level
+            result.normal_case, result.can_drive, result.intent = case.id, None, "symptom"
+            if result.level != "none":
+                result.level, result.confident = "none", False
         return result
 
     def vote(self, sims: np.ndarray, *, exclude: int | None = None) -> SemanticUrgency:
@@ -264,14 +283,18 @@ class SemanticUrgencyModel:
         score = dict.fromkeys(LEVELS, 0.0)
         cases: dict[str, float] = {}
         no_drive = 0.0
+        normal_none = 0.0  # the part of the "none" weight that is normal behaviour, not information
         for idx, w in zip(order, weights):
             ex = self.exemplars[idx]
             score[ex.level] += float(w) / total
+            if ex.level == "none" and ex.normal_case:
+                normal_none += float(w) / total
             if ex.normal_case:
                 cases[ex.normal_case] = cases.get(ex.normal_case, 0.0) + float(w) / total
             if ex.can_drive is False:
                 no_drive += float(w) / total
         level = max(LEVELS, key=lambda lv: (score[lv], urgency_rank(lv)))
+        resembles_normal = level == "none" and normal_none * 2 > score["none"]
         crit = [float(sims[i]) for i, ex in enumerate(self.exemplars) if ex.level == "critical" and i != exclude]
         critical_sim = max(crit, default=0.0)
         nearest = self.exemplars[order[0]].level
@@ -289,7 +312,11 @@ class SemanticUrgencyModel:
                                  normal_case=case, can_drive=False if no_drive >= 0.5 else None,
                                  neighbours=[(self.exemplars[i].text, self.exemplars[i].level, float(sims[i]))
                                              for i in order])
-        if level == "none" and confident:
+        if resembles_normal:
+            # near normal-behaviour descriptions, not information questions: a symptom until the text
+            # names the normal situation (``classify``) or the manual confirms the case, so low
+            result.level = "low"
+        elif level == "none" and confident:
             result.intent = "info"
         return result
 
@@ -338,11 +365,13 @@ def confirming_hit(case: NormalCase, hits: Iterable[Any]) -> Any | None:
 
 
 def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequence[Any] | None = None, *,
-         strong_score: float = 0.55, corroborate_sim: float = 0.95) -> KeywordUrgency:
+         strong_score: float = 0.55, corroborate_sim: float = 0.95, cap_override_sim: float = 0.97) -> KeywordUrgency:
     """Rules (never lowered) + semantic vote (raises when confident) + section markers
     (``hits=None``: sections unknown, text only — normal cases stay unconfirmed but do not raise).
     A critical vote needs a danger section as the top hit (or an exemplar at
-    ``corroborate_sim``) when there are hits; otherwise it raises to high only."""
+    ``corroborate_sim``) when there are hits; otherwise it raises to high only. A matched rule's
+    ``max_level`` (a slight pull, an interior light) caps what the vote and the sections add,
+    unless a critical exemplar is at ``cap_override_sim`` or closer."""
     rule_level = keyword.level
     out = replace(keyword, reasons=list(keyword.reasons), rule_ids=list(keyword.rule_ids), rule_level=rule_level)
     if semantic is None:
@@ -373,6 +402,9 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
         if marker and urgency_rank(semantic.level) >= urgency_rank("medium") and urgency_rank(marker) > urgency_rank(level):
             level = marker
             reasons.append(f"取扱説明書「{_get(top, 'section', '')}」の注意・危険の記載")
+    cap = keyword.max_level
+    if cap and urgency_rank(level) > urgency_rank(cap) and semantic.critical_sim < cap_override_sim:
+        level = cap if urgency_rank(cap) > urgency_rank(rule_level) else rule_level
     if semantic.can_drive is False and urgency_rank(level) >= urgency_rank("high"):
         out.can_drive = False
     if urgency_rank(level) > urgency_rank(rule_level):

@@ -10,7 +10,7 @@ RULES = default_rules()
 
 def test_yaml_has_rules_for_every_level_and_a_tests_list():
     levels = {r.level for r in RULES.rules}
-    assert levels == {"critical", "high", "medium"}
+    assert levels == {"critical", "high", "medium", "low"}
     assert len(RULES.tests) >= 50
     assert RULES.level_info["critical"] == {"visit_urgency": "immediate", "can_drive": False}
     assert RULES.level_info["high"] == {"visit_urgency": "today", "can_drive": True}

@@ -170,3 +170,75 @@ def test_heldout_critical_recall_is_one_and_accuracy_above_floor():
     assert result["urgency_critical_recall"] == 1.0, result["urgency_heldout_misses"]
     assert result["urgency_heldout_accuracy"] >= HELDOUT_ACCURACY_FLOOR, result["urgency_heldout_misses"]
     assert result["urgency_heldout_accuracy"] > result["urgency_heldout_rules_only_accuracy"]
+
+
+# --- structural fixes: question detection, stalls in traffic, normal behaviour, caps ------------------
+
+def test_question_detection_covers_which_where_when_and_polite_endings():
+    from core.diagnosis.urgency_rules import is_how_to
+    for text in ("燃料キャップは運転席側と助手席側どちらですか", "ブレーキ液の交換はいつすればいい？",
+                 "ガソリンはどれを入れればいいの", "ボンネットのロックはどこ", "ねんりょうタンクって なんリットルはいるの？"):
+        assert is_how_to(text), text
+        assert keyword_urgency_check(text).level != "critical", text
+    # a symptom word makes it a report, question or not
+    for text in ("ブレーキが効かなくなったらどうすればいいですか", "ガソリン臭いのですが走っても大丈夫ですか",
+                 "追突されてからエアバッグのランプがつきっぱなし、運転して平気？", "水温計がいつもより高いのはなぜ"):
+        assert not is_how_to(text), text
+    assert keyword_urgency_check("ガソリン臭いのですが走っても大丈夫ですか").level == "critical"
+
+
+def test_a_how_to_question_vote_is_none_and_info():
+    model = SemanticUrgencyModel([Utterance("a", "critical")], embedder=_FixedEmbedder())
+    result = model.classify("燃料の入れ口は右側と左側どっちですか")
+    assert result.level == "none" and result.intent == "info" and not result.confident
+
+
+def test_a_stall_in_traffic_that_will_not_restart_is_critical_incl_dialect():
+    for text in ("首都高で急に止まってしまい、エンジンをかけ直してもかからない",
+                 "追い越し車線でエンストして、なんぼやってもかからへん", "渋滞の途中で車が止まって動かへんのや",
+                 "トンネルの中でエンジンが切れて再始動できません"):
+        result = keyword_urgency_check(text)
+        assert result.level == "critical" and result.can_drive is False, text
+    assert keyword_urgency_check("交差点でエンストしたけど、かけ直したらすぐかかった").level == "high"
+    assert keyword_urgency_check("アイドリングストップのあとエンジンがかからなかった").level == "high"
+
+
+def test_normal_behaviour_named_in_the_text_takes_its_case_and_is_not_raised():
+    from core.diagnosis.urgency_semantic import text_normal_case
+    named = {"信号待ちでエンジンが止まるのは仕様？": "idling_stop",
+             "ハイブリッドで走っているとエンジンが止まって静かになる": "ev_mode",
+             "しんごうまちで えんじんが とまるのって へいき？": "idling_stop",
+             "洗車したあとだけブレーキがキーッと鳴る": "brake_squeal",
+             "寒い日の朝にマフラーから白い湯気が少し出る": "muffler_steam",
+             "エアコンをかけたあと車の下に水がたまっていた": "ac_condensate"}
+    for text, case in named.items():
+        found = text_normal_case(text)
+        assert found is not None and found.id == case, text
+    # something abnormal in the same situation is not the normal case
+    for text in ("信号待ちでエンジンが止まって、そのあとかからない", "雨の日にブレーキを踏むといつもガリガリ鳴る",
+                 "寒い朝マフラーから黒い煙が出る", "エアコンを使ったら車の下に緑色の水がたまっていた"):
+        assert text_normal_case(text) is None, text
+    model = SemanticUrgencyModel([Utterance("a", "critical"), Utterance("b", "critical")], embedder=_FixedEmbedder(),
+                                 critical_sim=0.5)
+    result = model.classify("しんごうまちで えんじんが とまるのって こしょうかな")
+    assert result.level == "none" and result.normal_case == "idling_stop" and result.intent == "symptom"
+    assert fuse(KeywordUrgency(), result).level == "none"
+
+
+def test_slight_pull_sluggish_and_cabin_items_are_capped():
+    assert keyword_urgency_check("ほんの少し左に寄っていく感じがする").level == "medium"
+    assert keyword_urgency_check("まっすぐ走らず左に寄っていく").level == "high"
+    assert keyword_urgency_check("前より加速がもたつく").level == "medium"
+    assert keyword_urgency_check("リッター15キロだったのが12キロしか走らなくなった").level == "medium"
+    assert keyword_urgency_check("フットランプが点かない").level == "low"
+    slight = keyword_urgency_check("ほんの少し左に寄っていく感じがする")
+    assert fuse(slight, vote("critical", top_sim=0.93)).level == "medium"  # the rule's max_level caps the vote
+    cabin = keyword_urgency_check("サンバイザーがゆるくてカタカタ鳴る")
+    assert cabin.level == "low" and fuse(cabin, vote("high")).level == "low"
+
+
+class _FixedEmbedder:
+    key = "fixed"
+
+    def query_vector(self, text):
+        return np.ones(4, dtype=np.float32) / 2.0
