@@ -62,6 +62,7 @@ class Rule:
     level: str
     reason: str
     patterns: tuple[re.Pattern[str], ...]
+    folded_patterns: tuple[re.Pattern[str], ...] = ()  # hiragana folded: tried on folded text only
     can_drive: bool | None = None  # overrides the level's can_drive (a flat tyre at high: false)
     max_level: str | None = None  # the most the similarity vote may raise a text this rule matched
 
@@ -132,11 +133,13 @@ class UrgencyRules:
         if not forms:
             return KeywordUrgency()
         question = is_how_to(text)
+        folded = [f for f in forms if f == f.translate(_HIRAGANA)]  # the forms with no hiragana left
         for level in LEVELS:
             if level == "critical" and question:
                 continue  # a risky word that is only the topic of a how-to question
             for rule in (r for r in self.rules if r.level == level):
-                if any(p.search(form) for p in rule.patterns for form in forms):
+                if (any(p.search(form) for p in rule.patterns for form in forms)
+                        or any(p.search(form) for p in rule.folded_patterns for form in folded)):
                     info = self.level_info.get(level, {})
                     can_drive = rule.can_drive if rule.can_drive is not None else info.get("can_drive")
                     return KeywordUrgency(level=level, reasons=[rule.reason], rule_ids=[rule.id],
@@ -173,9 +176,21 @@ def load_rules(path: Path | str = RULES_PATH) -> UrgencyRules:
         level_info[level] = {"visit_urgency": spec.get("visit_urgency"), "can_drive": spec.get("can_drive")}
         for item in spec.get("rules") or []:
             rules.append(Rule(id=item["id"], level=level, reason=item["reason"],
-                              patterns=tuple(re.compile(p) for p in item.get("patterns") or []),
+                              patterns=_compiled(item.get("patterns") or []),
+                              folded_patterns=_folded(item.get("patterns") or []),
                               can_drive=item.get("can_drive"), max_level=item.get("max_level")))
     return UrgencyRules(rules=rules, level_info=level_info, tests=list(data.get("tests") or []))
+
+
+def _compiled(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+def _folded(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    """The hiragana → katakana fold of each pattern that has hiragana. These are tried on folded
+    text only (「はんどるが うごかない」 → 「ハンドルガ ウゴカナイ」), where they meet every hiragana
+    alternative a rule spells out, exclusions included, without writing each word twice."""
+    return tuple(re.compile(p.translate(_HIRAGANA)) for p in patterns if p.translate(_HIRAGANA) != p)
 
 
 @lru_cache(maxsize=1)
