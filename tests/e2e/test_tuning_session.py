@@ -44,8 +44,14 @@ def test_open_a_failed_call_edit_the_prompt_replay_and_promote(new_browser, serv
     open_app(page, server.url)
     go_to(page, "デバッグログ")
 
-    page.get_by_label("会話 ID", exact=True).first.fill(cid)
-    page.get_by_label("会話 ID", exact=True).first.press("Enter")
+    filters = page.locator('[data-testid="stExpander"]').filter(has_text="絞り込み").first
+    expect(filters).to_be_visible(timeout=RERUN)
+    box = filters.get_by_label("会話 ID", exact=True)
+    if not box.is_visible():  # the filter expander starts open; reopen it if a rerun closed it
+        filters.locator("summary").first.click()
+    expect(box).to_be_editable(timeout=RERUN)
+    box.fill(cid)
+    box.press("Enter")
     failed = page.locator('[data-testid="stExpander"]').filter(has_text=f"❌ #{record_id} ")
     expect(failed).to_have_count(1, timeout=RERUN)
     failed.locator("summary").first.click()
