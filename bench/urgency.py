@@ -95,32 +95,23 @@ def run(quick: bool = False) -> dict[str, Any]:
         "urgency_tune_n": len(tune),
         "urgency_heldout_misses": held["misses"],
     }
-    probe = score(model, load_probe())
-    result.update(
-        urgency_probe_accuracy=probe["accuracy"],
-        urgency_probe_critical_recall=probe["critical_recall"],
-        urgency_probe_recall=probe["recall"],
-        urgency_probe_rules_only_accuracy=probe["rules_only_accuracy"],
-        urgency_probe_vote_only_accuracy=probe["vote_only_accuracy"],
-        urgency_probe_false_critical=len(probe["false_critical"]),
-        urgency_probe_n=probe["n"],
-        urgency_probe_misses=[{"text": m["text"], "expected": m["gold"], "got": m["got"]} for m in probe["misses"]],
-    )
-    blind = score(model, load_probe(BLIND_PATH))
-    result.update(
-        urgency_blind_accuracy=blind["accuracy"],
-        urgency_blind_critical_recall=blind["critical_recall"],
-        urgency_blind_recall=blind["recall"],
-        urgency_blind_false_critical=len(blind["false_critical"]),
-        urgency_blind_n=blind["n"],
-        urgency_blind_misses=[{"text": m["text"], "expected": m["gold"], "got": m["got"]} for m in blind["misses"]],
-    )
+    for prefix, path in (("urgency_probe", PROBE_PATH), ("urgency_blind", BLIND_PATH)):
+        result.update(_set_figures(prefix, score(model, load_probe(path))))
     if not quick:
         loo = score(model, tune, loo=True)
         result.update(urgency_tune_loo_accuracy=loo["accuracy"], urgency_tune_loo_critical_recall=loo["critical_recall"],
                       urgency_tune_loo_false_critical=len(loo["false_critical"]))
     result["urgency_seconds"] = round(time.perf_counter() - started, 1)
     return result
+
+
+def _set_figures(prefix: str, scored: dict[str, Any]) -> dict[str, Any]:
+    """One probe set's figures under ``prefix`` (accuracy, critical recall, per-level recall, …)."""
+    return {f"{prefix}_accuracy": scored["accuracy"], f"{prefix}_critical_recall": scored["critical_recall"],
+            f"{prefix}_recall": scored["recall"], f"{prefix}_rules_only_accuracy": scored["rules_only_accuracy"],
+            f"{prefix}_vote_only_accuracy": scored["vote_only_accuracy"],
+            f"{prefix}_false_critical": len(scored["false_critical"]), f"{prefix}_n": scored["n"],
+            f"{prefix}_misses": [{"text": m["text"], "expected": m["gold"], "got": m["got"]} for m in scored["misses"]]}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from core import attachments
+from tests.helpers.documents import pdf_from_objects
 from core.attachments import (MAX_CHARS_PER_DOCUMENT, MAX_CHARS_PER_PAGE, MAX_DOCX_PARAGRAPHS, MAX_UPLOAD_BYTES,
                               extract_document)
 from tests.helpers.documents import make_docx, make_pdf
@@ -64,22 +65,9 @@ def pdf_pages(contents: list[bytes], *, compress: bool = True) -> bytes:
                        b"/Contents %d 0 R >>" % (page_id + 1))
         objects.append(b"<< %s/Length %d >>\nstream\n" % (b"/Filter /FlateDecode " if compress else b"", len(stream))
                        + stream + b"\nendstream")
-    return _pdf_file(objects)
+    return pdf_from_objects(objects)
 
 
-def _pdf_file(objects: list[bytes]) -> bytes:
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    for offset in offsets:
-        out.write(b"%010d 00000 n \n" % offset)
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
 
 
 def text_page(line: str) -> bytes:
@@ -267,7 +255,7 @@ def test_pdf_form_xobject_drawn_many_times_is_bounded():
     form = zlib.compress(form_stream, 9)
     objects.append(b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
                    b"/Filter /FlateDecode /Length %d >>\nstream\n" % len(form) + form + b"\nendstream")
-    doc, seconds, _ = measured("forms.pdf", _pdf_file(objects))
+    doc, seconds, _ = measured("forms.pdf", pdf_from_objects(objects))
     assert seconds < 30 and bounded(doc) and japanese(doc.error or " ".join(doc.warnings))
 
 
@@ -277,7 +265,7 @@ def test_pdf_limit_reached_in_the_page_tree_is_a_japanese_error():
                b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R >>",
                b"<< /Length 0 >>\nstream\n\nendstream"]
-    doc = extract_document("tree.pdf", _pdf_file(objects))
+    doc = extract_document("tree.pdf", pdf_from_objects(objects))
     assert not doc.ok and "複雑すぎる" in doc.error
 
 
