@@ -16,7 +16,8 @@ table by someone who never saw the rules, the utterances, the classifier or its 
 used for tuning (``urgency_blind_*``). ``urgency_probe2.yaml`` and ``urgency_probe3.yaml`` were the
 blind sets before it; their misses were then used for rounds of general fixes, so they are
 development sets now. Never edit rules
-or utterances after reading the blind set's misses without writing a new blind set.
+or utterances after reading the blind set's misses without writing a new blind set (from
+``data/urgency_probe_levels.md`` alone).
 :func:`run` returns the figures for a combined ``python -m bench``.
 """
 from __future__ import annotations
