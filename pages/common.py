@@ -84,7 +84,7 @@ def jst(iso: str | None) -> str:
     try:
         return datetime.fromisoformat(iso).astimezone(JST).strftime("%Y-%m-%d %H:%M")
     except ValueError:
-        return iso
+        return iso[:40]
 
 
 def bind_conversation(flow: str, *, load: Callable[[dict[str, Any]], bool | None], new: Callable[[], str]) -> str:
@@ -128,15 +128,16 @@ def recent_conversations(flow: str, current_id: str | None) -> None:
         for row in rows:
             title_col, button_col = st.columns([5, 1], vertical_alignment="center")
             marker = "▶ " if row["id"] == current_id else ""
-            title_col.markdown(f"{marker}**{_plain(row['title']) or '（無題）'}**  \n"
+            title_col.markdown(f"{marker}**{plain(row['title']) or '（無題）'}**  \n"
                                f"{jst(row['updated_at'])} · {STATUS_LABELS.get(row['status'], row['status'])} · "
-                               f"{row['turn_count']} 件 · {_plain(row['owner_label']) or '—'}")
+                               f"{row['turn_count']} 件 · {plain(row['owner_label']) or '—'}")
             button_col.button("開く", key=f"open_{flow}_{row['id']}", on_click=open_conversation, args=(row["id"],),
                               disabled=row["id"] == current_id)
 
 
-def _plain(text: str | None) -> str:
-    """Stored text shown inside our own markdown: markup characters escaped."""
+def plain(text: str | None) -> str:
+    """Stored or user-supplied text (a title, a name) inside our own markdown: one line, literal text,
+    never markup or a link."""
     from core.markup import safe_text
 
     return safe_text(text or "", single_line=True)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import streamlit as st
 
 from core.identity import AuthSettings, Identity, clean_value, load_auth_settings, resolve_identity
-from core.markup import safe_text
+from pages.common import plain
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +80,8 @@ def render_identity_sidebar() -> Identity:
     with st.sidebar:
         st.subheader("利用者")
         role = "管理者" if who.is_admin else "オペレーター"
-        st.markdown(f"👤 **{_plain(who.label)}**（{role}）")
-        st.caption(SOURCE_LABELS.get(who.source, who.source) + (f" · {_plain(who.email)}" if who.email else ""))
+        st.markdown(f"👤 **{plain(who.label)}**（{role}）")
+        st.caption(SOURCE_LABELS.get(who.source, who.source) + (f" · {plain(who.email)}" if who.email else ""))
         if settings.oidc_configured:
             if who.source == "oidc":
                 if st.button("ログアウト", key="identity_logout"):
@@ -100,9 +100,3 @@ def render_identity_sidebar() -> Identity:
         if st.session_state.get(ADMIN_UNLOCKED_KEY):
             st.button("管理者モードを終了", key="identity_admin_lock", on_click=_lock_admin)
     return who
-
-
-
-def _plain(text: str | None) -> str:
-    """A name inside our markdown: literal text, never markup or a link."""
-    return safe_text(text or "", single_line=True)

@@ -4,22 +4,18 @@ upload, and rebuilding the index from data/manuals. Without any admin configured
 how to enable it; with an admin password configured a form unlocks admin for this session."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 import streamlit as st
 
 from core.diagnosis.catalog import default_catalog
 from core.identity import check_admin_password
-from core.markup import safe_text
 from core.rag import get_manual_retriever
 from core.rag import manual_admin
 from core.rag.store import IndexUnavailable
 from pages.identity import ADMIN_UNLOCKED_KEY, auth_settings, current_identity
-from pages.common import leave_pages_directory_mode
+from pages.common import jst, leave_pages_directory_mode, plain
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
-JST = timezone(timedelta(hours=9))
 NO_ADMIN_HELP = """\
 マニュアルの追加・置き換え・削除・再構築は **管理者だけ** が行えます。いまは管理者が設定されていないため、\
 この画面は閲覧のみです（契約ナレッジ作成・車両問診・FAQ はこれまでどおり使えます）。
@@ -50,20 +46,6 @@ st.caption("車両ごとの取扱説明書を検索インデックスに登録�
 def _vehicle_label(vehicle_id: str) -> str:
     vehicle = catalog.get(vehicle_id)
     return vehicle.label if vehicle else f"{vehicle_id}（カタログにない車両）"
-
-
-def _plain(text: str | None) -> str:
-    """A user-supplied name (file, uploader) inside our markdown: literal text only."""
-    return safe_text(text or "", single_line=True)
-
-
-def _when(iso: str | None) -> str:
-    if not iso:
-        return "—"
-    try:
-        return datetime.fromisoformat(iso).astimezone(JST).strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return iso[:40]
 
 
 def _unlock() -> None:
@@ -98,7 +80,7 @@ def _delete() -> None:
     vehicle_id, source = choice.split("|", 1)
     removed = _guarded(manual_admin.delete_manual, get_manual_retriever(), current_identity(), vehicle_id, source)
     if removed is not None:
-        state.manual_notice = ("success", f"{_plain(source.removeprefix('pdf:'))}（{_vehicle_label(vehicle_id)}）を削除しました"
+        state.manual_notice = ("success", f"{plain(source.removeprefix('pdf:'))}（{_vehicle_label(vehicle_id)}）を削除しました"
                                           f"（{removed} チャンク）。")
         state.manual_delete_choice = None
 
@@ -126,7 +108,7 @@ if not can_write:
     if not settings.admin_configured:
         st.info(NO_ADMIN_HELP, icon="🔒")
     else:
-        st.warning(f"マニュアルの追加・置き換え・削除・再構築は管理者だけが行えます（現在の利用者: {_plain(who.label)}）。"
+        st.warning(f"マニュアルの追加・置き換え・削除・再構築は管理者だけが行えます（現在の利用者: {plain(who.label)}）。"
                    "一覧は閲覧できます。", icon="🔒")
     if settings.admin_password:
         with st.form("admin_unlock_form", clear_on_submit=False):
@@ -165,15 +147,15 @@ if can_write and retriever is not None:
     if report is not None:
         with st.container(border=True):
             if report.ok:
-                st.success(f"{_plain(report.name)} を {_vehicle_label(report.vehicle_id)} のマニュアルとして登録しました。",
+                st.success(f"{plain(report.name)} を {_vehicle_label(report.vehicle_id)} のマニュアルとして登録しました。",
                            icon="✅")
                 attribution = report.attribution
-                st.caption(f"登録者: {_plain(attribution.get('uploaded_by_label', '—'))}"
-                           f"（{_plain(attribution.get('uploaded_by', '—'))}）"
-                           f" · 登録日時: {_when(attribution.get('uploaded_at'))}"
+                st.caption(f"登録者: {plain(attribution.get('uploaded_by_label', '—'))}"
+                           f"（{plain(attribution.get('uploaded_by', '—'))}）"
+                           f" · 登録日時: {jst(attribution.get('uploaded_at'))}"
                            f" · SHA-256: {attribution.get('sha256', '—')}")
             else:
-                st.error(f"{_plain(report.name)}: {report.error or '登録できませんでした。'}", icon="❌")
+                st.error(f"{plain(report.name)}: {report.error or '登録できませんでした。'}", icon="❌")
                 if report.error and "パスワード" in report.error:
                     st.info("パスワードを入力して、もう一度「インデックスに追加」を押してください。")
             pages_col, chunks_col, warn_col = st.columns(3)
@@ -189,7 +171,7 @@ if manuals is not None:
     rows = [{"車両": _vehicle_label(m.vehicle_id), "車両ID": m.vehicle_id,
              "登録元": "取扱説明書データ" if m.kind == "manual" else f"PDF: {m.name}", "チャンク数": m.chunks,
              "登録者": m.uploaded_by_label or ("—" if m.kind == "manual" else "（記録なし）"),
-             "登録者ID": m.uploaded_by or "—", "登録日時": _when(m.uploaded_at),
+             "登録者ID": m.uploaded_by or "—", "登録日時": jst(m.uploaded_at),
              "SHA-256": (m.sha256 or "—")[:16]} for m in manuals]
     indexed = {m.vehicle_id for m in manuals}
     rows += [{"車両": _vehicle_label(v), "車両ID": v, "登録元": "（未登録）", "チャンク数": 0, "登録者": "—",

@@ -8,19 +8,12 @@ was. ``columns`` maps one entry to the analytic columns of its flow.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from typing import Any, Callable, Mapping, MutableSequence
 
-from core.store.store import UNSTORED_ENTRY_KEYS, Store
+from core.store.store import Store, entry_digest
 
 Columns = Callable[[Mapping[str, Any]], dict[str, Any]]
-
-
-def _stored_hash(entry: Mapping[str, Any]) -> str:
-    stored = {k: v for k, v in entry.items() if k not in UNSTORED_ENTRY_KEYS}
-    return hashlib.sha256(json.dumps(stored, ensure_ascii=False, default=str, sort_keys=True).encode()).hexdigest()
 
 
 def knowledge_columns(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,7 +68,7 @@ def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str
         if entry_id not in stored:
             store.append_turn(conversation_id, entry, role=role, author=author, **cols)
             written += 1
-        elif stored[entry_id] != _stored_hash(entry):
+        elif stored[entry_id] != entry_digest(entry):
             store.update_turn_entry(conversation_id, entry, **cols)
             written += 1
     gone = [entry_id for entry_id in stored if entry_id not in present]

@@ -58,6 +58,25 @@ def _loads(value: str | None, default: Any = None) -> Any:
         return default
 
 
+def storable_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat entry as the store keeps it: without the attachment text (``UNSTORED_ENTRY_KEYS``)."""
+    return {k: v for k, v in entry.items() if k not in UNSTORED_ENTRY_KEYS}
+
+
+def entry_digest(entry: Mapping[str, Any]) -> str:
+    """The sha256 of the entry's stored JSON (what :meth:`Store.entry_hashes` reports for it)."""
+    return hashlib.sha256(_dumps(storable_entry(entry)).encode()).hexdigest()
+
+
+def _turn_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The analytic columns of a turn row that exist in the table, JSON ones serialised."""
+    values = {k: v for k, v in columns.items() if k in t.turns.c}
+    for key in ("attachments", "turn_json"):
+        if values.get(key) is not None and not isinstance(values[key], str):
+            values[key] = _dumps(values[key])
+    return values
+
+
 def _who(actor: Any) -> tuple[str, str, str, bool]:
     """(user_id, label, roles, verified) of an actor; ``None`` is the system itself."""
     if actor is None:
@@ -193,13 +212,10 @@ class Store:
     def append_turn(self, conversation_id: str, entry: Mapping[str, Any], *, role: str, author: Any = None,
                     **columns: Any) -> int:
         """Store one chat entry (with the analytic columns given) as the next turn; returns its seq."""
-        stored = {k: v for k, v in entry.items() if k not in UNSTORED_ENTRY_KEYS}
+        stored = storable_entry(entry)
         entry_id = str(stored.get("id") or uuid.uuid4().hex[:12])
         stored["id"] = entry_id
-        values = {k: v for k, v in columns.items() if k in t.turns.c}
-        for key in ("attachments", "turn_json"):
-            if key in values and values[key] is not None and not isinstance(values[key], str):
-                values[key] = _dumps(values[key])
+        values = _turn_columns(columns)
         for attempt in range(5):  # PostgreSQL: two writers may pick the same seq; the unique index decides
             try:
                 with self._write() as conn:
@@ -217,11 +233,8 @@ class Store:
         raise AssertionError("unreachable")
 
     def update_turn_entry(self, conversation_id: str, entry: Mapping[str, Any], **columns: Any) -> None:
-        stored = {k: v for k, v in entry.items() if k not in UNSTORED_ENTRY_KEYS}
-        values = {k: v for k, v in columns.items() if k in t.turns.c}
-        for key in ("attachments", "turn_json"):
-            if key in values and values[key] is not None and not isinstance(values[key], str):
-                values[key] = _dumps(values[key])
+        stored = storable_entry(entry)
+        values = _turn_columns(columns)
         with self._write() as conn:
             conn.execute(update(t.turns).where(and_(t.turns.c.conversation_id == conversation_id,
                                                     t.turns.c.entry_id == str(stored.get("id"))))
