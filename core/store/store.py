@@ -202,12 +202,6 @@ class Store:
                 values["status"] = status
             conn.execute(update(t.conversations).where(t.conversations.c.id == conversation_id).values(**values))
 
-    def delete_conversation(self, conversation_id: str, actor: Any = None) -> None:
-        with self._write() as conn:
-            conn.execute(delete(t.turns).where(t.turns.c.conversation_id == conversation_id))
-            conn.execute(delete(t.conversations).where(t.conversations.c.id == conversation_id))
-            self._audit(conn, actor, "conversation.delete", "conversation", conversation_id)
-
     # ---- turns -----------------------------------------------------------------------------------
     def append_turn(self, conversation_id: str, entry: Mapping[str, Any], *, role: str, author: Any = None,
                     **columns: Any) -> int:
