@@ -6,7 +6,8 @@ import json
 import streamlit as st
 
 from core.attachments import MAX_UPLOAD_BYTES, content_sha256, extract_cached, too_large_message, upload_limit_text
-from core.knowledge.session import current_state, entries_csv, entries_json, turns_jsonl
+from core.knowledge.export import clean_entry, entries_csv, entries_json
+from core.knowledge.session import current_state, turns_jsonl
 from core.markup import safe_markdown, safe_text
 from core.schema_versions import describe as schema_caption
 from core.knowledge.conversation import KnowledgeConversations
@@ -204,7 +205,7 @@ with side_col:
                 for key in ("contract_type", "target_clause", "review_points", "action_plan", "clause_sample"):
                     st.markdown(f"**{FIELD_LABELS[key]}**")
                     st.text(entry[key] or "—")
-                st.download_button("この JSON をダウンロード", json.dumps(entry, ensure_ascii=False, indent=2),
+                st.download_button("この JSON をダウンロード", json.dumps(clean_entry(entry), ensure_ascii=False, indent=2),
                                    file_name=f"knowledge_{i + 1}.json", mime="application/json", key=f"dl_entry_{i}")
                 if entry.get("status") == "draft":
                     st.button("✅ このナレッジを確定する", key=f"confirm_entry_{entry['id']}", type="primary",

@@ -11,8 +11,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from core.debuglog import KNOWN_SECRETS
 from core.pii import mask_pii, redact_secrets
+from core.validation import ENTRY_FIELDS as SCHEMA_FIELDS
 
-ENTRY_FIELDS = ("knowledge_title", "contract_type", "target_clause", "review_points", "action_plan", "clause_sample")
+# the entry schema's fields (core.validation), title first: the order of the library, its exports and the store
+ENTRY_FIELDS = ("knowledge_title", *(f for f in SCHEMA_FIELDS if f != "knowledge_title"))
 META_FIELDS = ("id", "status", "version", "conversation_id", "created_by_label", "created_at", "updated_by_label",
                "updated_at", "confirmed_by", "confirmed_at")
 CSV_HEADERS = {"id": "No.", "status": "状態", "version": "版", "knowledge_title": "タイトル", "contract_type": "契約類型",

@@ -119,18 +119,6 @@ def current_state(chat: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def entries_csv(entries: Sequence[dict[str, str]]) -> str:
-    import pandas as pd
-
-    from core.validation import ENTRY_FIELDS
-
-    return pd.DataFrame(list(entries), columns=list(ENTRY_FIELDS)).to_csv(index=False)
-
-
-def entries_json(entries: Sequence[dict[str, str]]) -> str:
-    return json.dumps(list(entries), ensure_ascii=False, indent=2)
-
-
 def turns_jsonl(chat: Sequence[dict[str, Any]]) -> str:
     """Every accepted turn JSON (seed 003 §7.2: store each turn whole)."""
     return "".join(json.dumps(e["turn"], ensure_ascii=False) + "\n" for e in chat if e.get("turn"))

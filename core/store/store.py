@@ -20,10 +20,10 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 from sqlalchemy import Engine, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from core.knowledge.export import ENTRY_FIELDS, clean_text
 from core.store import tables as t
 from core.store.db import create_store_engine, default_url, migrate
 
-ENTRY_FIELDS = ("knowledge_title", "contract_type", "target_clause", "review_points", "action_plan", "clause_sample")
 ENTRY_STATUSES = ("draft", "confirmed", "archived")
 BOOKING_STATUSES = ("requested", "confirmed", "cancelled")
 FLOWS = ("knowledge", "diagnosis", "faq")
@@ -95,8 +95,6 @@ def _require(actor: Any, permission: str) -> None:
 
 
 def _clean_fields(entry: Mapping[str, Any], keep_contract_text: bool, *, only_given: bool = False) -> dict[str, str]:
-    from core.knowledge.export import clean_text
-
     fields = [f for f in ENTRY_FIELDS if f in entry] if only_given else list(ENTRY_FIELDS)
     return {f: clean_text(entry.get(f), keep_personal_data=keep_contract_text) for f in fields}
 

@@ -3,7 +3,8 @@ import json
 
 from core import ScriptedClient
 from core.attachments import extract_document
-from core.knowledge.session import current_state, entries_csv, history_for_model, resend, submit_turn, turns_jsonl
+from core.knowledge.export import entries_csv
+from core.knowledge.session import current_state, history_for_model, resend, submit_turn, turns_jsonl
 
 TURN = {"control": {"schema_version": "1.0", "mode": "finalize"},
         "state": {"phase": "draft_knowledge", "missing_info": []}, "assistant_message": "草案です",
@@ -28,7 +29,7 @@ def test_failure_keeps_input_and_resend_sends_the_same_payload():
     assert chat[0]["attachments"][0]["name"] == "a.txt"
     assert knowledge[0]["contract_type"] == "売買契約"
     assert current_state(chat)["state"]["phase"] == "draft_knowledge"
-    assert "売買契約" in entries_csv(knowledge).splitlines()[1]
+    assert "売買契約" in entries_csv(knowledge).decode("utf-8-sig").splitlines()[1]
     assert json.loads(turns_jsonl(chat))["assistant_message"] == "草案です"
 
 
