@@ -163,23 +163,28 @@ class Store:
 
     def list_conversations(self, flow: str | None = None, *, owner: str | None = None, limit: int = 20,
                            include_empty: bool = False) -> list[dict[str, Any]]:
-        """Newest first, with their turn count; conversations nobody has said anything in are left out."""
-        counts = (select(t.turns.c.conversation_id, func.count().label("turn_count"))
-                  .where(t.turns.c.superseded.is_(False)).group_by(t.turns.c.conversation_id).subquery())
-        query = (select(t.conversations.c.id, t.conversations.c.flow, t.conversations.c.title,
-                        t.conversations.c.status, t.conversations.c.owner, t.conversations.c.owner_label,
-                        t.conversations.c.created_at, t.conversations.c.updated_at,
-                        func.coalesce(counts.c.turn_count, 0).label("turn_count"))
-                 .select_from(t.conversations.outerjoin(counts, counts.c.conversation_id == t.conversations.c.id))
-                 .order_by(t.conversations.c.updated_at.desc()).limit(limit))
+        """Newest first, with their turn count; conversations nobody has said anything in are left out.
+        Only the listed conversations' turns are counted (it runs on every rerun of a flow page)."""
+        c = t.conversations.c
+        live = and_(t.turns.c.conversation_id == c.id, t.turns.c.superseded.is_(False))
+        query = (select(c.id, c.flow, c.title, c.status, c.owner, c.owner_label, c.created_at, c.updated_at)
+                 .order_by(c.updated_at.desc()).limit(limit))
         if flow:
-            query = query.where(t.conversations.c.flow == flow)
+            query = query.where(c.flow == flow)
         if owner:
-            query = query.where(t.conversations.c.owner == owner)
+            query = query.where(c.owner == owner)
         if not include_empty:
-            query = query.where(counts.c.turn_count > 0)
+            query = query.where(select(t.turns.c.id).where(live).exists())
         with self._read() as conn:
-            return [row._asdict() for row in conn.execute(query)]
+            rows = [row._asdict() for row in conn.execute(query)]
+            ids = [row["id"] for row in rows]
+            counts = dict(conn.execute(
+                select(t.turns.c.conversation_id, func.count())
+                .where(t.turns.c.conversation_id.in_(ids), t.turns.c.superseded.is_(False))
+                .group_by(t.turns.c.conversation_id)).all()) if ids else {}
+        for row in rows:
+            row["turn_count"] = counts.get(row["id"], 0)
+        return rows
 
     def update_conversation(self, conversation_id: str, *, state: Mapping[str, Any] | None = None,
                             merge_state: Mapping[str, Any] | None = None, title: str | None = None,
