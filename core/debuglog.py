@@ -45,10 +45,6 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
         raw = raw[:MAX_RAW_CHARS]
     record = {
         "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-        "session_id": tags.session_id,
-        "flow": tags.flow,
-        "step": tags.step,
-        "prompt": tags.prompt,
         "task": request.task,  # the schema / offline-policy name: what a replay validates against
         "temperature": request.temperature,
         "provider": provider,
@@ -77,7 +73,11 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
         if len(context) <= MAX_CONTEXT_CHARS:
             record["context"] = json.loads(context)
     record = scrub(record, tuple(KNOWN_SECRETS))
-    # Added after scrubbing (hex digests are no personal data, and a digit run must not be masked).
+    # Added after scrubbing: the tags are identifiers the console made (a generated session id's hex
+    # digit run such as "09012345678" must not be masked as a phone number), and hex digests are no
+    # personal data.
+    record = {"time": record.pop("time"), "session_id": tags.session_id, "flow": tags.flow, "step": tags.step,
+              "prompt": tags.prompt, **record}
     record["prompt_version"] = prompt_version(tags.prompt) if tags.prompt else ""
     record["prompt_versions"] = prompt_versions()
     return record

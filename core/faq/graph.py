@@ -62,8 +62,6 @@ def trace_entry(state: FAQState, node: str, partial: Mapping[str, Any], latency_
     intent = state["intent"] or {}
     last_error = state["last_error"] or {}
     entry = {
-        "session_id": state["session_id"],
-        "turn_id": state["turn_id"],
         "node": node,
         "action": partial.get("action", ""),
         "latency_ms": round(latency_ms, 3),
@@ -79,7 +77,8 @@ def trace_entry(state: FAQState, node: str, partial: Mapping[str, Any], latency_
     for key in EXTRA_TRACE_KEYS:
         if key in partial:
             entry[key] = partial[key]
-    return scrub(entry)
+    # The ids are the console's own (a generated hex id's digit run is no phone number): not scrubbed.
+    return {"session_id": state["session_id"], "turn_id": state["turn_id"], **scrub(entry)}
 
 
 class Graph:

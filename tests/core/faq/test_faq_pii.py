@@ -37,3 +37,12 @@ def test_my_number_and_address_are_masked_before_the_model(fake_kb, client, conf
     assert "丸の内1-2-3" not in sent and "1234 5678 9012" not in sent
     assert "[住所]" in sent and "[マイナンバー]" in sent
     assert result.outcome == "answered" and result.citations == ["kb:201"]
+
+
+def test_a_generated_session_id_that_looks_like_a_phone_number_is_kept(fake_kb, client, config):
+    # A generated hex id can hold a digit run such as 09012345678: it names the session, it is not a phone.
+    log = []
+    result = ask(start_session("a09012345678"), RAW, client=client, kb=fake_kb, config=config, log=log)
+    assert {e["session_id"] for e in result.trace} == {"a09012345678"}
+    assert {r["session_id"] for r in log} == {"a09012345678"}
+    assert "090-1234-5678" not in json.dumps([list(result.trace), log], ensure_ascii=False)
