@@ -27,6 +27,7 @@ from core.diagnosis.models import urgency_rank
 from core.paths import DATA_DIR
 
 RULES_PATH = DATA_DIR / "urgency_rules.yaml"
+SYNONYMS_PATH = DATA_DIR / "urgency_synonyms.yaml"
 LEVELS = ("critical", "high", "medium", "low")
 
 # An information / how-to question (「…はどうやって開けるの」「…はどこ」「…はどっちですか」
@@ -97,25 +98,60 @@ _DIALECT_NOT_PAST = re.compile(r"(?<=[かがさばまらわえけせねめれ])�
 _DIALECT_NOT = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=(じゃ|のじゃ|ようにな|のう|のや|わ|よ|ぞ|で|が|し|、|。|!|\?|$))")
 
 
+@lru_cache(maxsize=1)
+def _synonyms() -> tuple[tuple[re.Pattern[str], str], ...]:
+    data = yaml.safe_load(SYNONYMS_PATH.read_text(encoding="utf-8")) or {}
+    return tuple((re.compile(item["from"]), item["to"]) for item in data.get("replacements") or [])
+
+
+def canonical(text: str) -> str:
+    """``text`` with the drivers' other words for what the rules spell one way written the rules'
+    way (``data/urgency_synonyms.yaml``: 「オイルプレッシャーのワーニングランプ」 → 「油圧警告灯」,
+    「警告等」 → 「警告灯」, 「燃料がしたたって」 → 「燃料が垂れて」)."""
+    for pattern, replacement in _synonyms():
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def variants(text: str | None) -> list[str]:
     """The NFKC text, then (when different) the same with hiragana folded to katakana
-    (「がそりんくさい」 → 「ガソリンクサイ」) and with colloquial negation written out
-    (「切れねえ」 → 「切れない」, 「効かんのじゃ」 → 「効かないのじゃ」), so kana spellings, casual
-    speech and dialect meet the same patterns."""
+    (「がそりんくさい」 → 「ガソリンクサイ」), with colloquial negation written out
+    (「切れねえ」 → 「切れない」, 「効かんのじゃ」 → 「効かないのじゃ」) and in :func:`canonical`
+    words, so kana spellings, casual speech, dialect and loanwords meet the same patterns. Every
+    form is matched, so a form can add a match and never hides one."""
     base = unicodedata.normalize("NFKC", text or "")[:MAX_CHARS]
     if not base.strip():
         return []
     out = [base]
-    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", base))
-    for form in (base.translate(_HIRAGANA), _COLLOQUIAL_NOT.sub("ない", base), dialect):
+    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _COLLOQUIAL_NOT.sub("ない", base)))
+    folded = base.translate(_HIRAGANA)
+    for form in (folded, _COLLOQUIAL_NOT.sub("ない", base), dialect, canonical(dialect), canonical(folded)):
         if form not in out:
             out.append(form)
     return out
 
 
+# A hypothetical question (「もし走行中にブレーキが効かなくなったら、どうすればいい？」): a symptom word
+# inside an "if … then how" question is not a report. 「もしかして」「もしもし」 are not "if".
+HYPOTHETICAL = re.compile(
+    r"(?<!もし)(?<!モシ)(もし|モシ|万一|万が一|まんがいち|仮に|かりに)(?!かし|カシ|もし|モシ|か|カ)"
+    r".{0,40}(たら|タラ|れば|レバ|なら|ナラ|ときは|時は|トキハ|場合は?|バアイ).{0,30}"
+    r"(どう|ドウ|どの|ドノ|何を|なにを|ナニヲ|手順|テジュン|方法|ホウホウ|対処|タイショ|教え|おしえ|オシエ|知りた|しりた|シリタ|知っておき)")
+
+
+def _only_hypothetical(form: str) -> bool:
+    """A "what if" question and no symptom word outside it (「さっき効かなくなった。もしまた
+    起きたらどうすれば」 is a report)."""
+    match = HYPOTHETICAL.search(form)
+    return match is not None and not SYMPTOM_WORD.search(form[:match.start()] + form[match.end():])
+
+
 def is_how_to(text: str | None) -> bool:
-    """An information / how-to question with no symptom verb or state in it."""
+    """An information / how-to question with no symptom verb or state in it, or a hypothetical
+    "what if" question (:data:`HYPOTHETICAL`)."""
     forms = variants(text)
+    if any(_only_hypothetical(f) for f in forms):
+        return True
     return any(HOW_TO.search(f) for f in forms) and not any(SYMPTOM_WORD.search(f) for f in forms)
 
 
