@@ -58,3 +58,55 @@ def test_load_rules_from_another_file(tmp_path):
     rules = load_rules(path)
     assert rules.check("ぴよぴよ鳴る").level == "medium"
     assert rules.check("ブレーキがきかない").level == "none"
+
+
+@pytest.mark.parametrize("text, level, rule", [
+    # katakana English, written the rules' way by data/urgency_synonyms.yaml
+    ("オイルプレッシャーのワーニングランプがオンになった", "critical", "oil_pressure_warning"),
+    ("チェックエンジンランプが点きっぱなし", "high", "engine_warning"),
+    ("TPMSのアラートが出た", "high", "tyre_pressure_warning"),
+    ("フューエルエコノミーがかなりダウンしてる", "medium", "fuel_economy"),
+    # IME homophone slips and kana spellings
+    ("バッテリーの警告等がつきっぱなし", "high", "charging_warning"),
+    ("すいおんけいがえいちまであがってる", "critical", "overheating"),
+    ("ブレーキがきかにゃい", "critical", "brake_failure"),
+    # other words for a leak, an airbag, a loose wheel
+    ("給油口のあたりから燃料がしたたっている", "critical", "fuel_leak"),
+    ("ぶつかってふうせんみたいなのがでてきた", "critical", "airbag_deployed"),
+    ("車輪ががたついて、今にも取れそうです", "critical", "wheel_off"),
+    ("クーラーつけても あついよー", "medium", "aircon"),
+    # low: the cabin's small things
+    ("シートの生地がちょっとほつれてきた", "low", "cabin_minor_defect"),
+    ("ボディに鳥のフンの跡が残って取れない", "low", "cabin_minor_defect"),
+    ("サンバイザーのミラーのライトがつかない", "low", "interior_light"),
+])
+def test_other_words_for_the_same_symptom(text, level, rule):
+    result = keyword_urgency_check(text)
+    assert (result.level, result.rule_ids[0]) == (level, rule)
+
+
+def test_a_replacement_adds_a_match_and_never_hides_one():
+    # 「ガス欠」 stays out of the ガス → ガソリン replacement; the original spelling still matches
+    assert keyword_urgency_check("ガス欠になりそう").level == "none"
+    assert keyword_urgency_check("ガソリンが漏れてる").level == "critical"
+    assert keyword_urgency_check("ガスくさい、ガソリンのにおいがする").level == "critical"
+
+
+@pytest.mark.parametrize("text, level", [
+    ("もし走行中にブレーキが効かなくなったら、どういう手順で止めればいいですか？", "none"),
+    ("万が一エンジンから煙が出たときはどうすればいい？", "none"),
+    # a report next to the what-if, 「もしかして」 and 「もしもし」 are no hypotheticals
+    ("さっきブレーキが効かなくなった。もしまた起きたらどうすればいい？", "critical"),
+    ("もしかしてブレーキが効かない？どうしよう", "critical"),
+    ("もしもし、ブレーキが効かなくて止まらないんです", "critical"),
+])
+def test_what_if_questions_are_information(text, level):
+    assert keyword_urgency_check(text).level == level
+
+
+def test_a_denied_smoke_or_an_unlit_red_lamp_is_not_critical():
+    assert keyword_urgency_check("焦げ臭いとか煙とかは全然ないんですが、エンジンからカラカラ音がします").level == "high"
+    assert keyword_urgency_check("煙は出ていないけど、エンジンから異音がする").level == "high"
+    assert keyword_urgency_check("水温計がいつもより上まで来てる、まだ赤いランプはついてないけど").level != "critical"
+    assert keyword_urgency_check("ボンネットから煙が出てる").level == "critical"
+    assert keyword_urgency_check("赤いランプがついた").level == "critical"

@@ -242,3 +242,13 @@ class _FixedEmbedder:
 
     def query_vector(self, text):
         return np.ones(4, dtype=np.float32) / 2.0
+
+
+def test_a_high_rule_is_not_overruled_by_a_critical_resemblance_unless_nearly_the_same_text():
+    # 「事故はしてないけどエアバッグのランプが点いてる」 resembles 「ぶつけたあとエアバッグのマークが点いた」
+    rules = keyword_urgency_check("事故とかは全然してないんだけど、エアバッグのランプが点いてる")
+    assert rules.level == "high" and rules.rule_ids == ["airbag_warning"]
+    assert fuse(rules, vote("critical", top_sim=0.93), None).level == "high"
+    assert fuse(rules, vote("critical", top_sim=0.96), None).level == "critical"
+    # with no rule at high the vote still raises to critical (text only)
+    assert fuse(KeywordUrgency(), vote("critical", top_sim=0.93), None).level == "critical"
