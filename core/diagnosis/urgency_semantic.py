@@ -369,8 +369,8 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
     """Rules (never lowered) + semantic vote (raises when confident) + section markers
     (``hits=None``: sections unknown, text only — normal cases stay unconfirmed but do not raise).
     A critical vote needs a danger section as the top hit (or an exemplar at
-    ``corroborate_sim``) when there are hits, and an exemplar at ``corroborate_sim`` when a rule
-    matched the text at high; otherwise it raises to high only. A matched rule's
+    ``corroborate_sim``) when there are hits, and a critical exemplar at ``corroborate_sim`` that is
+    the nearest of all when a rule matched the text at high; otherwise it raises to high only. A matched rule's
     ``max_level`` (a slight pull, an interior light) caps what the vote and the sections add,
     unless a critical exemplar is at ``cap_override_sim`` or closer."""
     rule_level = keyword.level
@@ -392,9 +392,11 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
         level = semantic.level
         if level == "critical" and hits and semantic.top_sim < corroborate_sim and _get(hits[0], "content_type") != "danger":
             level = "high"  # a critical vote the manual does not back with a danger section
-        if level == "critical" and rule_level == "high" and semantic.top_sim < corroborate_sim:
-            level = "high"  # a rule read the symptom as high (「事故はしてないけどエアバッグのランプ」): a
-            # resemblance to a critical exemplar does not overrule it unless it is nearly the same text
+        if level == "critical" and rule_level == "high" and not (
+                semantic.critical_sim >= corroborate_sim and semantic.critical_sim >= semantic.top_sim):
+            level = "high"  # a rule read the symptom as high (「事故はしてないけどエアバッグのランプ」,
+            # 「エンジン警告灯が点いた」 next to 「油圧警告灯が点灯した」): a resemblance to a critical
+            # exemplar overrules it only when that exemplar is the nearest of all and nearly the same text
         reasons.append(f"{SEMANTIC_REASON}（{semantic.neighbours[0][0] if semantic.neighbours else ''}）")
     elif out.normal_confirmed and case is not None and case.ask and urgency_rank(semantic.level) > urgency_rank(level):
         level = semantic.level  # ambiguous until asked (e.g. a squeal: wet weather or worn pads)

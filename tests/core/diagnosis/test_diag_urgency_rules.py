@@ -110,3 +110,22 @@ def test_a_denied_smoke_or_an_unlit_red_lamp_is_not_critical():
     assert keyword_urgency_check("水温計がいつもより上まで来てる、まだ赤いランプはついてないけど").level != "critical"
     assert keyword_urgency_check("ボンネットから煙が出てる").level == "critical"
     assert keyword_urgency_check("赤いランプがついた").level == "critical"
+
+
+@pytest.mark.parametrize("text, level", [
+    ("ランプも点いていないし、変な音もしないのですが、給油までの距離が前より短くなりました", "medium"),
+    ("特に警告灯が点いたりしているわけではないが、冷却水の交換時期を知りたい", "none"),
+    ("先週パンクしたタイヤはお店で修理済みです。交換時期の目安を教えてください", "none"),
+    ("エンジンを止めたあと、ボンネットから少し甘いにおいがする。下には何も垂れていない", "medium"),
+    ("計器の中に電池のような絵が灯りました", "high"),
+    ("前はリッター15は走っとったのに、最近11くらいしか走らへんねん", "medium"),
+    ("暖房を入れてもなかなか温まらず、足元が冷える", "medium"),
+    ("ワイパーを動かすと、フロントガラスに細い筋が残ります", "low"),
+    ("天井の小さな明かりが点かなくなりました", "low"),
+    # the same words, not denied
+    ("警告灯が点いたまま消えない", "high"),
+    ("エンジンから変な音がする", "high"),
+    ("ボンネットから甘いにおいがして、下に緑色の水が垂れている", "high"),
+])
+def test_denied_resolved_and_described_symptoms(text, level):
+    assert keyword_urgency_check(text).level == level
