@@ -171,7 +171,7 @@ banner = view.urgency_banner(response.urgency)
 if banner is not None:
     (st.error if banner.kind == "error" else st.warning)(banner.text, icon=banner.icon)
 
-points = set(state.diag_service.rewind_points(response.session_id))
+points = {int(s["turn"]) for s in session.state_snapshots} if session else set()
 transcript = state.diag_transcript
 for i, entry in enumerate(transcript):
     with st.chat_message(entry["role"]):

@@ -161,6 +161,7 @@ class ChatResponse(BaseModel):
     manual_coverage: str | None = None
     diagnostic_turn: int = 0
     rewound_to_turn: int | None = None
+    snapshot_turn: int | None = None  # the rewind point this request created (the user turn it answered)
     judgment: ChoiceJudgmentInfo | None = None
     fallback: bool = False  # True when a model call failed and a safe message was shown
     notice: str | None = None  # e.g. "the session expired and a new one was started"

@@ -91,9 +91,13 @@ class ChatService:
         if gated is not None:  # no model call, no retrieval; the session is unchanged
             return gated
         backup = session.model_copy(deep=True)
+        before = {s.get("turn") for s in session.state_snapshots}
         try:
             with turn_deadline(client_deadline(ctx.client)):  # the turn's model calls share one deadline
                 response = process_step(session, request, ctx)
+            created = [s.get("turn") for s in session.state_snapshots if s.get("turn") not in before]
+            if created and response.rewound_to_turn is None:
+                response = response.model_copy(update={"snapshot_turn": int(created[-1])})
         except Exception:  # noqa: BLE001 - keep the stored session consistent
             logger.exception("diagnosis step %s failed", session.current_step.value)
             session = backup

@@ -142,7 +142,6 @@ def send(service: ChatService, transcript: MutableSequence[dict[str, Any]], requ
          prompt: PromptInfo | None = None, client: Any = None, log: Any = None) -> ChatResponse:
     """Process ``request`` and update ``transcript`` (see the module docstring). ``prompt`` is the
     prompt the input answers (for the button labels)."""
-    before = set(service.rewind_points(request.session_id))
     response = service.process(request, client=client, log=log)
     if response.rewound_to_turn is not None:
         cut = next((i for i, e in enumerate(transcript) if e["role"] == "user" and e.get("turn") == response.rewound_to_turn),
@@ -153,8 +152,7 @@ def send(service: ChatService, transcript: MutableSequence[dict[str, Any]], requ
     if response.session_id != request.session_id or request.action == RESTART:
         transcript.clear()
     elif (label := request_label(request, prompt)) is not None:
-        created = sorted(set(service.rewind_points(response.session_id)) - before)
-        transcript.append({"role": "user", "text": label, "turn": created[-1] if created else None})
+        transcript.append({"role": "user", "text": label, "turn": response.snapshot_turn})
     transcript.append(assistant_entry(response))
     return response
 

@@ -74,3 +74,17 @@ def test_stored_assistant_turns_keep_the_response_provider_and_model(tmp_path):
     assert answers and all(t["turn_json"]["session_id"] == sid for t in answers)
     assert {t["provider"] for t in answers} == {"offline"} and all(t["model"] for t in answers)
     assert answers[-1]["turn_json"]["current_step"] == "booking_confirm" and answers[-1]["step"] == "booking_confirm"
+
+
+def test_a_stored_turn_loads_the_session_once(tmp_path):
+    convs = _convs(f"sqlite:///{tmp_path / 'k.db'}")
+    transcript: list = []
+    r = convs.start(transcript)
+    for req in (dict(action="select_vehicle", action_value=MIRAI), dict(action="confirm_photo", action_value="yes")):
+        r = convs.send(transcript, ChatRequest(session_id=r.session_id, **req), prompt=r.prompt)
+    loads = []
+    real_get = convs.sessions.get
+    convs.sessions.get = lambda sid: loads.append(sid) or real_get(sid)
+    r = convs.send(transcript, ChatRequest(session_id=r.session_id, message="エアコンの風が弱い"), prompt=r.prompt)
+    assert loads == [r.session_id]  # was three: rewind points before, the turn, rewind points after
+    assert transcript[-2]["turn"] == r.snapshot_turn == 1

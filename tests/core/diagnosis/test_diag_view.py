@@ -31,6 +31,7 @@ def test_send_records_inputs_with_the_rewind_point_they_created_and_rewind_cuts_
     assert transcript[-2]["text"] == "はい、この車です"
     r = go(service, transcript, r, message="メーターに黄色いランプが点灯している")
     assert transcript[-2] == {"role": "user", "text": "メーターに黄色いランプが点灯している", "turn": 1}
+    assert r.snapshot_turn == 1  # the response names the rewind point it created: no second session load
     assert transcript[-1]["sources"][0]["section"] == "ABS警告灯" and transcript[-1]["sources"][0]["page"] == 413
     abs_choice = next(c for c in r.prompt.choices if c.label.startswith("ABS"))
     r = go(service, transcript, r, action="answer", action_value=abs_choice.value)
