@@ -63,7 +63,7 @@ class Rule:
     level: str
     reason: str
     patterns: tuple[re.Pattern[str], ...]
-    folded_patterns: tuple[re.Pattern[str], ...] = ()  # hiragana folded: tried on folded text only
+    folded_patterns: tuple[re.Pattern[str], ...] = ()  # hiragana folded: tried on hiragana-free forms
     can_drive: bool | None = None  # overrides the level's can_drive (a flat tyre at high: false)
     max_level: str | None = None  # the most the similarity vote may raise a text this rule matched
 
@@ -95,6 +95,8 @@ _HIRAGANA = {c: c + 0x60 for c in range(0x3041, 0x3097)}
 _COLLOQUIAL_NOT = re.compile(r"(?<=[かきくけこがぎぐげごさしすせそたちつてとまみむめもらりるれろわえべげぜで])ね[えぇー]")
 # western / elderly negation: 「効かん」「止まらんかった」「点かんようになって」
 _DIALECT_NOT_PAST = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=かった)")
+# written negation: 「再始動できず。」「止まらず、」 (before a pause, the end, or 「に」「で」)
+_LITERARY_NOT = re.compile(r"(?<=[かがさたなばまらわきぎしちにびみりえけげせてねべめれ])ず(?=[。、,.!?！？\s]|$|に|で|じまい)")
 _DIALECT_NOT = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=(じゃ|のじゃ|ようにな|のう|のや|わ|よ|ぞ|で|が|し|、|。|!|\?|$))")
 
 
@@ -116,14 +118,15 @@ def canonical(text: str) -> str:
 def variants(text: str | None) -> list[str]:
     """The NFKC text, then (when different) the same with hiragana folded to katakana
     (「がそりんくさい」 → 「ガソリンクサイ」), with colloquial negation written out
-    (「切れねえ」 → 「切れない」, 「効かんのじゃ」 → 「効かないのじゃ」) and in :func:`canonical`
+    (「切れねえ」 → 「切れない」, 「効かんのじゃ」 → 「効かないのじゃ」, 「再始動できず。」 →
+    「再始動できない。」) and in :func:`canonical`
     words, so kana spellings, casual speech, dialect and loanwords meet the same patterns. Every
     form is matched, so a form can add a match and never hides one."""
     base = unicodedata.normalize("NFKC", text or "")[:MAX_CHARS]
     if not base.strip():
         return []
     out = [base]
-    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _COLLOQUIAL_NOT.sub("ない", base)))
+    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _COLLOQUIAL_NOT.sub("ない", _LITERARY_NOT.sub("ない", base))))
     folded = base.translate(_HIRAGANA)
     for form in (folded, _COLLOQUIAL_NOT.sub("ない", base), dialect, canonical(dialect), canonical(folded)):
         if form not in out:
@@ -169,12 +172,13 @@ class UrgencyRules:
         if not forms:
             return KeywordUrgency()
         question = is_how_to(text)
-        folded = [f for f in forms if f == f.translate(_HIRAGANA)]  # the forms with no hiragana left
+        plain = [f for f in forms if f != f.translate(_HIRAGANA)]  # forms with hiragana: the patterns as written
+        folded = [f for f in forms if f == f.translate(_HIRAGANA)]  # no hiragana left: the folded patterns
         for level in LEVELS:
             if level == "critical" and question:
                 continue  # a risky word that is only the topic of a how-to question
             for rule in (r for r in self.rules if r.level == level):
-                if (any(p.search(form) for p in rule.patterns for form in forms)
+                if (any(p.search(form) for p in rule.patterns for form in plain)
                         or any(p.search(form) for p in rule.folded_patterns for form in folded)):
                     info = self.level_info.get(level, {})
                     can_drive = rule.can_drive if rule.can_drive is not None else info.get("can_drive")
@@ -223,10 +227,11 @@ def _compiled(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
 
 
 def _folded(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    """The hiragana → katakana fold of each pattern that has hiragana. These are tried on folded
-    text only (「はんどるが うごかない」 → 「ハンドルガ ウゴカナイ」), where they meet every hiragana
-    alternative a rule spells out, exclusions included, without writing each word twice."""
-    return tuple(re.compile(p.translate(_HIRAGANA)) for p in patterns if p.translate(_HIRAGANA) != p)
+    """The hiragana → katakana fold of every pattern, tried on the forms with no hiragana left
+    (「はんどるが うごかない」 → 「ハンドルガ ウゴカナイ」), where they meet every hiragana alternative a
+    rule spells out without writing each word twice, and where a negation the rule excludes
+    (「煙は出ていない」 → 「煙ハ出テイナイ」) is still recognised as one."""
+    return tuple(re.compile(p.translate(_HIRAGANA)) for p in patterns)
 
 
 @lru_cache(maxsize=1)

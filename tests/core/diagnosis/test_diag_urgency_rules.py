@@ -129,3 +129,31 @@ def test_a_denied_smoke_or_an_unlit_red_lamp_is_not_critical():
 ])
 def test_denied_resolved_and_described_symptoms(text, level):
     assert keyword_urgency_check(text).level == level
+
+
+@pytest.mark.parametrize("text, level", [
+    ("高速で止まった。再始動できず。路肩にいます", "critical"),  # written negation 「できず」
+    ("ブレーキが効かず、止まれなかった", "critical"),
+    ("アイドリング中に車全体がブルンブルン揺れる", "high"),
+    ("音とか振動とかは全くないんですが、ハンドルを離すと少し右に流れます", "medium"),
+    ("最近満タンにしても前より全然もたない", "medium"),
+    ("この夏は冷房の効きがどうも弱い", "medium"),
+    ("うしろのせきのライトがつかないよ", "low"),
+    ("内装の小キズ", "low"),
+    ("運転席の窓のゴムがちょっとめくれてきてる", "low"),
+])
+def test_terse_written_and_child_phrasing(text, level):
+    assert keyword_urgency_check(text).level == level
+
+
+@pytest.mark.parametrize("text, level", [
+    # the kana fold applies a rule's negations folded too (it once matched 「煙ハ出テイナイ」 as smoke)
+    ("けむりは でてないけど、えんじんから へんなおとが する", "high"),
+    ("くるまから ひがでてる", "critical"),
+    ("振動とかはぜんぜんないです。ハンドルが少し右に流れる", "medium"),
+    # and a white smoke from the front of the car stays critical (only the exhaust's is excluded)
+    ("車の前のほうから白い煙がもくもくと出てきました", "critical"),
+    ("マフラーから白い煙が出る", "high"),
+])
+def test_folded_text_meets_folded_negations(text, level):
+    assert keyword_urgency_check(text).level == level
