@@ -97,6 +97,8 @@ _COLLOQUIAL_NOT = re.compile(r"(?<=[かきくけこがぎぐげごさしすせ�
 _DIALECT_NOT_PAST = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=かった)")
 # written negation: 「再始動できず。」「止まらず、」 (before a pause, the end, or 「に」「で」)
 _LITERARY_NOT = re.compile(r"(?<=[かがさたなばまらわきぎしちにびみりえけげせてねべめれ])ず(?=[。、,.!?！？\s]|$|に|で|じまい)")
+# spaces between Japanese words (kana-only writers space them: 「はんどる が ぜんぜん まわらなく なった」)
+_JA_SPACE = re.compile(r"(?<=[\u3041-\u30ff\u4e00-\u9fff]) +(?=[\u3041-\u30ff\u4e00-\u9fff])")
 _DIALECT_NOT = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=(じゃ|のじゃ|ようにな|のう|のや|わ|よ|ぞ|で|が|し|、|。|!|\?|$))")
 
 
@@ -116,7 +118,8 @@ def canonical(text: str) -> str:
 
 
 def variants(text: str | None) -> list[str]:
-    """The NFKC text, then (when different) the same with hiragana folded to katakana
+    """The NFKC text, then (when different) the same with spaces between Japanese words dropped, and
+    each of them with hiragana folded to katakana
     (「がそりんくさい」 → 「ガソリンクサイ」), with colloquial negation written out
     (「切れねえ」 → 「切れない」, 「効かんのじゃ」 → 「効かないのじゃ」, 「再始動できず。」 →
     「再始動できない。」) and in :func:`canonical`
@@ -125,12 +128,14 @@ def variants(text: str | None) -> list[str]:
     base = unicodedata.normalize("NFKC", text or "")[:MAX_CHARS]
     if not base.strip():
         return []
-    out = [base]
-    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _COLLOQUIAL_NOT.sub("ない", _LITERARY_NOT.sub("ない", base))))
-    folded = base.translate(_HIRAGANA)
-    for form in (folded, _COLLOQUIAL_NOT.sub("ない", base), dialect, canonical(dialect), canonical(folded)):
-        if form not in out:
-            out.append(form)
+    out: list[str] = []
+    joined = _JA_SPACE.sub("", base)
+    for start in ((base, joined) if joined != base else (base,)):
+        dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _COLLOQUIAL_NOT.sub("ない", _LITERARY_NOT.sub("ない", start))))
+        folded = start.translate(_HIRAGANA)
+        for form in (start, folded, _COLLOQUIAL_NOT.sub("ない", start), dialect, canonical(dialect), canonical(folded)):
+            if form not in out:
+                out.append(form)
     return out
 
 

@@ -364,13 +364,22 @@ def confirming_hit(case: NormalCase, hits: Iterable[Any]) -> Any | None:
     return None
 
 
+def _nearest_is(semantic: SemanticUrgency, level: str, min_sim: float) -> bool:
+    """The vote's nearest exemplar has ``level`` and is at least ``min_sim`` close."""
+    if not semantic.neighbours:
+        return False
+    _, nearest_level, sim = semantic.neighbours[0]
+    return nearest_level == level and sim >= min_sim
+
+
 def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequence[Any] | None = None, *,
          strong_score: float = 0.55, corroborate_sim: float = 0.95, cap_override_sim: float = 0.97) -> KeywordUrgency:
     """Rules (never lowered) + semantic vote (raises when confident) + section markers
     (``hits=None``: sections unknown, text only — normal cases stay unconfirmed but do not raise).
     A critical vote needs a danger section as the top hit (or an exemplar at
-    ``corroborate_sim``) when there are hits, and a critical exemplar at ``corroborate_sim`` that is
-    the nearest of all when a rule matched the text at high; otherwise it raises to high only. A matched rule's
+    ``corroborate_sim``) when there are hits; otherwise it raises to high only. When a rule matched
+    at medium (high), the vote raises it to high (critical) only when its nearest exemplar has that
+    level and is at ``corroborate_sim`` or closer. A matched rule's
     ``max_level`` (a slight pull, an interior light) caps what the vote and the sections add,
     unless a critical exemplar is at ``cap_override_sim`` or closer."""
     rule_level = keyword.level
@@ -392,11 +401,14 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
         level = semantic.level
         if level == "critical" and hits and semantic.top_sim < corroborate_sim and _get(hits[0], "content_type") != "danger":
             level = "high"  # a critical vote the manual does not back with a danger section
-        if level == "critical" and rule_level == "high" and not (
-                semantic.critical_sim >= corroborate_sim and semantic.critical_sim >= semantic.top_sim):
-            level = "high"  # a rule read the symptom as high (「事故はしてないけどエアバッグのランプ」,
-            # 「エンジン警告灯が点いた」 next to 「油圧警告灯が点灯した」): a resemblance to a critical
-            # exemplar overrules it only when that exemplar is the nearest of all and nearly the same text
+        if (rule_level, level) in (("high", "critical"), ("medium", "high")) \
+                and not _nearest_is(semantic, level, corroborate_sim):
+            level = rule_level
+            # a rule read the symptom (「事故はしてないけどエアバッグのランプ」 high, 「燃費が悪化、警告灯や
+            # 異音は特にない」 medium): a resemblance to the next level up overrules it only when that
+            # exemplar is the nearest of all and nearly the same text (「エンジン警告灯が点いた」 is not
+            # 「油圧警告灯が点灯した」). A critical vote over a medium rule still raises (a danger the
+            # rule read as a mild symptom).
         reasons.append(f"{SEMANTIC_REASON}（{semantic.neighbours[0][0] if semantic.neighbours else ''}）")
     elif out.normal_confirmed and case is not None and case.ask and urgency_rank(semantic.level) > urgency_rank(level):
         level = semantic.level  # ambiguous until asked (e.g. a squeal: wet weather or worn pads)

@@ -157,3 +157,23 @@ def test_terse_written_and_child_phrasing(text, level):
 ])
 def test_folded_text_meets_folded_negations(text, level):
     assert keyword_urgency_check(text).level == level
+
+
+@pytest.mark.parametrize("text, level", [
+    ("フューエルのスメルがキャビンにすごくて、アンダーボディからリークしてるっぽい", "critical"),
+    ("ハイウェイでエンジンがストールして、リスタートしようとしてもかからない。今ショルダーに停めてる", "critical"),
+    ("車庫のコンクリートに茶色い油のしみが毎朝増えている", "critical"),
+    ("はんどる が ぜんぜん まわらなく なった", "critical"),  # kana spaced word by word
+    ("ぶれーきをふむとぺだるがどんどんしずんでいって とまれない", "critical"),
+    ("明日ロングドライブ、パンク修理キットでテンポラリーに直したタイヤのままで大丈夫？", "high"),
+    ("くるまが はしると うしろから ガタンガタンって おおきいおとが するの", "high"),
+    ("燃費が前月比で約2割悪化。警告灯の点灯や異音は特にないとのこと", "medium"),
+    ("エアコン使ったあと車の下に水がポタポタ、透明で臭いもない", "none"),
+    ("だんぼう つけても ぜんぜん あったかく ならない", "medium"),
+    ("くるまの なか あつくて えあこん つけても すずしく ならないよ", "medium"),
+    ("ルームミラーのところの小さな電灯が切れてしまいました", "low"),
+    ("後部座席のドアトリムにスレ傷があります", "low"),
+    ("さむい あさ くるまの うしろの つつから しろい ゆげが でてたよ", "none"),
+])
+def test_spaced_kana_loanwords_and_listed_denials(text, level):
+    assert keyword_urgency_check(text).level == level

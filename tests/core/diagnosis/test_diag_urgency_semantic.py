@@ -248,12 +248,20 @@ def test_a_high_rule_is_not_overruled_by_a_critical_resemblance_unless_nearly_th
     # 「事故はしてないけどエアバッグのランプが点いてる」 resembles 「ぶつけたあとエアバッグのマークが点いた」
     rules = keyword_urgency_check("事故とかは全然してないんだけど、エアバッグのランプが点いてる")
     assert rules.level == "high" and rules.rule_ids == ["airbag_warning"]
-    def critical_vote(top_sim, critical_sim):
-        return SemanticUrgency(level="critical", share=0.3, confident=True, top_sim=top_sim, critical_sim=critical_sim)
+    def critical_vote(nearest_level, top_sim, critical_sim):
+        return SemanticUrgency(level="critical", share=0.3, confident=True, top_sim=top_sim, critical_sim=critical_sim,
+                               neighbours=[("似た相談", nearest_level, top_sim)])
 
-    assert fuse(rules, critical_vote(0.93, 0.93), None).level == "high"
-    assert fuse(rules, critical_vote(0.96, 0.96), None).level == "critical"  # the nearest, nearly the same
+    assert fuse(rules, critical_vote("critical", 0.93, 0.93), None).level == "high"
+    assert fuse(rules, critical_vote("critical", 0.96, 0.96), None).level == "critical"  # nearest, nearly the same
     # 「エンジン警告灯が点いた」: nearest 「エンジン警告灯がついた」 (high) at 0.985, 「油圧警告灯が点灯した」 at 0.974
-    assert fuse(keyword_urgency_check("エンジン警告灯が点いた"), critical_vote(0.985, 0.974), None).level == "high"
+    assert fuse(keyword_urgency_check("エンジン警告灯が点いた"), critical_vote("high", 0.985, 0.974), None).level == "high"
+    # the same holds one level down: a medium rule and a high resemblance
+    assert keyword_urgency_check("燃費が前月比で約2割悪化。警告灯の点灯や異音は特にない").level == "medium"
+    medium_rule = keyword_urgency_check("最近燃費が悪くなった")
+    assert fuse(medium_rule, vote("high", top_sim=0.92), None).level == "medium"
+    assert fuse(medium_rule, vote("high", top_sim=0.96), None).level == "high"
+    # a critical resemblance over a medium rule still raises (a danger the rule read as a mild symptom)
+    assert fuse(medium_rule, vote("critical", top_sim=0.93), None).level == "critical"
     # with no rule at high the vote still raises to critical (text only)
     assert fuse(KeywordUrgency(), vote("critical", top_sim=0.93), None).level == "critical"
