@@ -99,7 +99,7 @@ _DIALECT_NOT_PAST = re.compile(r"(?<=[かがさばまらわえけせねめれ])�
 _LITERARY_NOT = re.compile(r"(?<=[かがさたなばまらわきぎしちにびみりえけげせてねべめれ])ず(?=[。、,.!?！？\s]|$|に|で|じまい)")
 # spaces between Japanese words (kana-only writers space them: 「はんどる が ぜんぜん まわらなく なった」)
 _JA_SPACE = re.compile(r"(?<=[\u3041-\u30ff\u4e00-\u9fff]) +(?=[\u3041-\u30ff\u4e00-\u9fff])")
-_DIALECT_NOT = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=(じゃ|のじゃ|ようにな|のう|のや|わ|よ|ぞ|で|が|し|、|。|!|\?|$))")
+_DIALECT_NOT = re.compile(r"(?<=[かがさばまらわえけせねめれ])ん(?=(じゃ|のじゃ|ようにな|のう|のや|わ|よ|ぞ|で|が|し|、|。|!|\?| |$))")
 
 
 @lru_cache(maxsize=1)

@@ -177,3 +177,24 @@ def test_folded_text_meets_folded_negations(text, level):
 ])
 def test_spaced_kana_loanwords_and_listed_denials(text, level):
     assert keyword_urgency_check(text).level == level
+
+
+@pytest.mark.parametrize("text, level", [
+    ("高速道路の走行車線で急にエンジンが止まりまして、何度キーを回しても掛かりません。路肩に寄せています", "critical"),
+    ("配送車両3号車、高速道路上でエンジン停止。再始動を試みるも不可。現在路肩に停車中", "critical"),
+    ("煙は出てないけど、車の下に黒いドロッとしたのがポタポタ垂れてる。たぶんエンジンオイル", "critical"),
+    ("ドライブ中にメーターにレッドのサーモメーターっぽいアイコンがついた", "critical"),
+    ("ﾊﾝﾄﾞﾙ回らん たすけて", "critical"),
+    ("走行中にブレーキの利きが急激に低下し、ペダルが底付きする", "critical"),
+    ("ブレーキペダルがフロアまでダウンしてストップできない", "critical"),
+    # a red battery lamp is the charging lamp: high per the spec
+    ("エンジンかけたら赤い電池のマーク点いたまんまやねん", "high"),
+    ("ハイウェイで100キロ超えるとステアリングがずっとシェイクする", "high"),
+    ("右前のタイヤぺっちゃんこなんだけど、これで走っていいの？", "high"),
+    ("曲がるときにタイヤのところからギコギコって音がする", "high"),
+    ("キーレスの電池が弱っとるみたい", "low"),
+    ("隣の車にドアぶつけられてちょい凹んだ", "low"),
+    ("まっすぐ走っててもステアリングをちょっとライト側に当ててないとレフトに流れる", "medium"),
+])
+def test_business_voice_and_loanword_phrasing(text, level):
+    assert keyword_urgency_check(text).level == level
