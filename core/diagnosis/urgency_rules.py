@@ -1,6 +1,8 @@
 """Keyword urgency rules (seed 000 §6, ``data/urgency_rules.yaml``): the fast rule-based check.
 
-Text is NFKC-normalised, then each level is tried in order critical → high → medium → low;
+Text is NFKC-normalised and read in a few forms (:func:`variants`), all with hiragana folded to
+katakana and matched against the patterns folded the same way; each level is tried in order
+critical → high → medium → low;
 within a level the first rule with a matching pattern (``re.search``) gives the reason. No match
 is level ``none``. The levels carry the seed's ``visit_urgency`` and ``can_drive``; a rule may
 override ``can_drive`` (a puncture is high but never drivable to a shop) and may set ``max_level``,
@@ -63,7 +65,7 @@ class Rule:
     level: str
     reason: str
     patterns: tuple[re.Pattern[str], ...]
-    folded_patterns: tuple[re.Pattern[str], ...] = ()  # hiragana folded: tried on hiragana-free forms
+    folded_patterns: tuple[re.Pattern[str], ...] = ()  # hiragana folded: what is matched, on folded text
     can_drive: bool | None = None  # overrides the level's can_drive (a flat tyre at high: false)
     max_level: str | None = None  # the most the similarity vote may raise a text this rule matched
 
@@ -171,20 +173,19 @@ class UrgencyRules:
 
     def check(self, text: str | None) -> KeywordUrgency:
         """The first level (critical → high → medium) with a matching rule; ``none`` otherwise.
-        Each pattern is tried on the text and on its :func:`variants` (kana folded, colloquial
-        negation written out)."""
-        forms = variants(text)
+        The text's :func:`variants` (joined, colloquial and written negation spelled out, canonical
+        words) are matched with hiragana folded to katakana, against patterns folded the same way,
+        so a hiragana, katakana or mixed spelling meets the same words *and* the same exclusions
+        (「まふらーから ゆげ」 is the muffler's steam, as 「マフラーから湯気」 is)."""
+        forms = list(dict.fromkeys(f.translate(_HIRAGANA) for f in variants(text)))
         if not forms:
             return KeywordUrgency()
         question = is_how_to(text)
-        plain = [f for f in forms if f != f.translate(_HIRAGANA)]  # forms with hiragana: the patterns as written
-        folded = [f for f in forms if f == f.translate(_HIRAGANA)]  # no hiragana left: the folded patterns
         for level in LEVELS:
             if level == "critical" and question:
                 continue  # a risky word that is only the topic of a how-to question
             for rule in (r for r in self.rules if r.level == level):
-                if (any(p.search(form) for p in rule.patterns for form in plain)
-                        or any(p.search(form) for p in rule.folded_patterns for form in folded)):
+                if any(p.search(form) for p in rule.folded_patterns for form in forms):
                     info = self.level_info.get(level, {})
                     can_drive = rule.can_drive if rule.can_drive is not None else info.get("can_drive")
                     return KeywordUrgency(level=level, reasons=[rule.reason], rule_ids=[rule.id],
@@ -232,10 +233,11 @@ def _compiled(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
 
 
 def _folded(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    """The hiragana → katakana fold of every pattern, tried on the forms with no hiragana left
+    """The hiragana → katakana fold of every pattern: rules are matched on folded text only
     (「はんどるが うごかない」 → 「ハンドルガ ウゴカナイ」), where they meet every hiragana alternative a
-    rule spells out without writing each word twice, and where a negation the rule excludes
-    (「煙は出ていない」 → 「煙ハ出テイナイ」) is still recognised as one."""
+    rule spells out without writing each word twice, and where a negation or an exclusion the rule
+    spells in hiragana or katakana (「煙は出ていない」 → 「煙ハ出テイナイ」) is recognised whatever the
+    writer's script."""
     return tuple(re.compile(p.translate(_HIRAGANA)) for p in patterns)
 
 

@@ -198,3 +198,21 @@ def test_spaced_kana_loanwords_and_listed_denials(text, level):
 ])
 def test_business_voice_and_loanword_phrasing(text, level):
     assert keyword_urgency_check(text).level == level
+
+
+@pytest.mark.parametrize("text, level", [
+    # text and patterns are matched folded: a hiragana spelling meets the katakana exclusion
+    ("さむい あさ まふらーから しろい ゆげが でてる だいじょうぶ?", "none"),
+    ("エンジンルームからスモークが出てて、バーニングなスメルがする", "critical"),
+    ("えっと あの エンジンの経国灯がついたんですけど 走るのは普通に走れる", "high"),
+    ("メーターに きいろい エンジンの えが ついてるよ", "high"),
+    ("最近年費が悪くて前より給油する回数が増えた", "medium"),
+    ("エアコンのクーリングがウィークで、ホットなエアしかカムしない", "medium"),
+    # a repaired leak is history, not a symptom
+    ("去年オイル漏れ直してもろたけど、次のオイル交換ってどんくらい走ったらしたらええの?", "none"),
+    ("オイル漏れがひどい", "critical"),
+    ("カップホルダーがブロークンしてドリンクがフィットしない", "low"),
+    ("どあみらーの かばーに ひびが はいっちゃった", "low"),
+])
+def test_one_spelling_covers_both_scripts_and_more_loanwords(text, level):
+    assert keyword_urgency_check(text).level == level
