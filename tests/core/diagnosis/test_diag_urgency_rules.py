@@ -216,3 +216,14 @@ def test_business_voice_and_loanword_phrasing(text, level):
 ])
 def test_one_spelling_covers_both_scripts_and_more_loanwords(text, level):
     assert keyword_urgency_check(text).level == level
+
+
+@pytest.mark.parametrize("text, level", [
+    ("主人が運転していたら、ブレーキがふにゃっとして床まで入ってしまい、なかなか止まらなかったそうです", "critical"),
+    ("ブレーキペダルがスポンジーで、フルで踏んでもストッピングパワーがほぼゼロ", "critical"),
+    ("走行中にあかいブレーキの警告當が点きました", "critical"),
+    ("エアコンガンガンにして停めてたら車の下に水たまり。オイルとかじゃなくて透明な水っぽいやつ", "none"),
+    ("ダッシュボードにエアバッグのワーニングランプがずっとオン。アクシデントとかは一切なし、ぶつけてもないです", "high"),
+])
+def test_soft_pedals_old_kanji_and_denied_oil_or_collision(text, level):
+    assert keyword_urgency_check(text).level == level
