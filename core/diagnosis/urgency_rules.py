@@ -64,8 +64,7 @@ class Rule:
     id: str
     level: str
     reason: str
-    patterns: tuple[re.Pattern[str], ...]
-    folded_patterns: tuple[re.Pattern[str], ...] = ()  # hiragana folded: what is matched, on folded text
+    patterns: tuple[re.Pattern[str], ...]  # hiragana folded (:func:`_folded`), matched on folded text
     can_drive: bool | None = None  # overrides the level's can_drive (a flat tyre at high: false)
     max_level: str | None = None  # the most the similarity vote may raise a text this rule matched
 
@@ -185,7 +184,7 @@ class UrgencyRules:
             if level == "critical" and question:
                 continue  # a risky word that is only the topic of a how-to question
             for rule in (r for r in self.rules if r.level == level):
-                if any(p.search(form) for p in rule.folded_patterns for form in forms):
+                if any(p.search(form) for p in rule.patterns for form in forms):
                     info = self.level_info.get(level, {})
                     can_drive = rule.can_drive if rule.can_drive is not None else info.get("can_drive")
                     return KeywordUrgency(level=level, reasons=[rule.reason], rule_ids=[rule.id],
@@ -222,14 +221,9 @@ def load_rules(path: Path | str = RULES_PATH) -> UrgencyRules:
         level_info[level] = {"visit_urgency": spec.get("visit_urgency"), "can_drive": spec.get("can_drive")}
         for item in spec.get("rules") or []:
             rules.append(Rule(id=item["id"], level=level, reason=item["reason"],
-                              patterns=_compiled(item.get("patterns") or []),
-                              folded_patterns=_folded(item.get("patterns") or []),
+                              patterns=_folded(item.get("patterns") or []),
                               can_drive=item.get("can_drive"), max_level=item.get("max_level")))
     return UrgencyRules(rules=rules, level_info=level_info, tests=list(data.get("tests") or []))
-
-
-def _compiled(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p) for p in patterns)
 
 
 def _folded(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
