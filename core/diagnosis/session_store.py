@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from typing import Callable, Protocol, runtime_checkable
 
 from core.diagnosis.models import SessionState
+from core.ids import new_id
 
 DEFAULT_TTL_SECONDS = 60 * 60
 
@@ -50,7 +50,7 @@ class InMemorySessionStore:
 
     def create(self) -> SessionState:
         now = self.clock()
-        session = SessionState(session_id=uuid.uuid4().hex[:12], created_at=now, updated_at=now,
+        session = SessionState(session_id=new_id(12), created_at=now, updated_at=now,
                                max_diagnostic_turns=self.max_diagnostic_turns)
         with self._lock:
             self._sessions[session.session_id] = session.model_copy(deep=True)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, MutableSequence, Sequence
 
 from core.attachments import ExtractedDocument
 from core.debuglog import CallTags
 from core.engine import RetryPolicy
+from core.ids import new_id
 from core.input_gate import check_length
 from core.knowledge.turn import build_user_payload, call_llm, entry_schema, system_prompt, turn_schema
 from core.results import INPUT_TOO_LONG, TurnResult
@@ -51,7 +51,7 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
     marked ``gated`` (shown, never sent to the model, nothing to resend)."""
     gate = check_length(user_text)
     if gate is not None:
-        user_entry = {"id": uuid.uuid4().hex[:8], "role": "user", "content": user_text[:200] + "…",
+        user_entry = {"id": new_id(8), "role": "user", "content": user_text[:200] + "…",
                       "user_text": user_text, "attachments": [], "gated": True}  # the whole text, to copy back
         assistant_entry = {"role": "assistant", "content": gate.message, "gated": True, "error_type": INPUT_TOO_LONG}
         chat.extend([user_entry, assistant_entry])
@@ -61,7 +61,7 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
     file_texts = [d.for_prompt() for d in usable]
     history = history_for_model(chat)
     user_entry: dict[str, Any] = {
-        "id": uuid.uuid4().hex[:8], "role": "user", "content": user_text,
+        "id": new_id(8), "role": "user", "content": user_text,
         "attachments": [{**d.metadata(), "summary": d.summary()} for d in usable],  # never the text
         "payload": build_user_payload(user_text, file_texts), "user_text": user_text, "file_texts": file_texts,
     }

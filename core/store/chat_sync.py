@@ -8,9 +8,9 @@ was. ``columns`` maps one entry to the analytic columns of its flow.
 """
 from __future__ import annotations
 
-import uuid
 from typing import Any, Callable, Mapping, MutableSequence
 
+from core.ids import new_id
 from core.store.store import Store, entry_digest
 
 Columns = Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -57,7 +57,7 @@ def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str
     written = 0
     for entry in chat:
         if not entry.get("id"):
-            entry["id"] = uuid.uuid4().hex[:12]
+            entry["id"] = new_id(12)
         entry_id = str(entry["id"])
         present.add(entry_id)
         cols = columns(entry)

@@ -8,10 +8,10 @@ reaches DONE with a confirmed booking, the booking is written to the bookings ta
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Callable
 
 from core.diagnosis.models import ChatStep, SessionState
+from core.ids import new_id
 from core.store.store import Store
 
 DEFAULT_TTL_SECONDS = 24 * 60 * 60
@@ -30,7 +30,7 @@ class StoredSessionStore:
 
     def create(self) -> SessionState:
         now = self.clock()
-        session = SessionState(session_id=uuid.uuid4().hex[:16], created_at=now, updated_at=now,
+        session = SessionState(session_id=new_id(), created_at=now, updated_at=now,
                                max_diagnostic_turns=self.max_diagnostic_turns)
         self.store.create_conversation("diagnosis", self.owner, conversation_id=session.session_id,
                                        title="車両問診", state={"session": session.model_dump(mode="json")})

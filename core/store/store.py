@@ -13,13 +13,13 @@ import hashlib
 import json
 import secrets
 import threading
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from sqlalchemy import Engine, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from core.ids import new_id
 from core.knowledge.export import ENTRY_FIELDS, clean_text
 from core.store import tables as t
 from core.store.db import create_store_engine, default_url, migrate
@@ -141,7 +141,7 @@ class Store:
         if flow not in FLOWS:
             raise ValueError(f"unknown flow: {flow}")
         user_id, label, _, _ = _who(owner)
-        cid = conversation_id or uuid.uuid4().hex[:16]
+        cid = conversation_id or new_id()
         stamp = now_iso()
         with self._write() as conn:
             conn.execute(insert(t.conversations).values(
@@ -210,7 +210,7 @@ class Store:
                     **columns: Any) -> int:
         """Store one chat entry (with the analytic columns given) as the next turn; returns its seq."""
         stored = storable_entry(entry)
-        entry_id = str(stored.get("id") or uuid.uuid4().hex[:12])
+        entry_id = str(stored.get("id") or new_id(12))
         stored["id"] = entry_id
         values = _turn_columns(columns)
         for attempt in range(5):  # PostgreSQL: two writers may pick the same seq; the unique index decides
