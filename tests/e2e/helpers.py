@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
-from playwright.sync_api import Page, expect
+from typing import Callable
+
+from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CHAT_INPUT = '[data-testid="stChatInput"]'
 MESSAGE = '[data-testid="stChatMessage"]'
@@ -17,13 +20,40 @@ def open_app(page: Page, url: str, path: str = "") -> None:
     settle(page)
 
 
+def idle(page: Page, timeout: float = RERUN) -> None:
+    """Wait until no script run is in progress (Streamlit's running icon is gone)."""
+    expect(page.locator('[data-testid="stStatusWidgetRunningIcon"]')).to_have_count(0, timeout=timeout)
+
+
+def fill_when_idle(page: Page, locate: Callable[[], Locator], value: str, *,
+                   prepare: Callable[[], None] | None = None, attempts: int = 4) -> Locator:
+    """Fill the field ``locate()`` finds once the page is idle. A rerun that starts in between can
+    make the field inert or redraw its container (a CI run timed out on a filter box that way), so
+    each attempt waits for idle, runs ``prepare`` (e.g. reopen an expander) and finds the field again."""
+    for attempt in range(attempts):
+        idle(page)
+        if prepare is not None:
+            prepare()
+        box = locate()
+        try:
+            expect(box).to_be_editable(timeout=RERUN / 4)
+            box.fill(value, timeout=RERUN / 4)
+            return box
+        except (PlaywrightTimeoutError, AssertionError):
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def settle(page: Page, timeout: float = RERUN) -> None:
     """Wait until the page's title has drawn (each test then waits for the text it expects)."""
     expect(page.get_by_role("heading", level=1).first).to_be_visible(timeout=timeout)
 
 
 def send(page: Page, text: str, files: list[dict] | None = None) -> None:
-    """Type into the chat input (attaching ``files`` as Playwright file payloads) and press Enter."""
+    """Type into the chat input (attaching ``files`` as Playwright file payloads) and press Enter,
+    once the previous run has finished."""
+    idle(page)
     box = page.locator(CHAT_INPUT)
     if files:
         box.locator("input[type=file]").set_input_files(files)

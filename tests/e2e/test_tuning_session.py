@@ -14,7 +14,7 @@ from core.eval.runner import run_files
 from core.llm.scripted import ScriptedClient
 from core.prompts import render
 from core.schemas import load_schema
-from tests.e2e.helpers import RERUN, go_to, open_app
+from tests.e2e.helpers import RERUN, fill_when_idle, go_to, open_app
 
 QUESTION = "オイル交換の目安はどのくらいですか？"
 BAD = json.dumps({"intent": "faq"})
@@ -44,13 +44,15 @@ def test_open_a_failed_call_edit_the_prompt_replay_and_promote(new_browser, serv
     open_app(page, server.url)
     go_to(page, "デバッグログ")
 
-    filters = page.locator('[data-testid="stExpander"]').filter(has_text="絞り込み").first
-    expect(filters).to_be_visible(timeout=RERUN)
-    box = filters.get_by_label("会話 ID", exact=True)
-    if not box.is_visible():  # the filter expander starts open; reopen it if a rerun closed it
-        filters.locator("summary").first.click()
-    expect(box).to_be_editable(timeout=RERUN)
-    box.fill(cid)
+    def filters():
+        return page.locator('[data-testid="stExpander"]').filter(has_text="絞り込み").first
+
+    def open_filters():  # the filter expander starts open; reopen it if a rerun closed it
+        expect(filters()).to_be_visible(timeout=RERUN)
+        if not filters().get_by_label("会話 ID", exact=True).is_visible():
+            filters().locator("summary").first.click()
+
+    box = fill_when_idle(page, lambda: filters().get_by_label("会話 ID", exact=True), cid, prepare=open_filters)
     box.press("Enter")
     failed = page.locator('[data-testid="stExpander"]').filter(has_text=f"❌ #{record_id} ")
     expect(failed).to_have_count(1, timeout=RERUN)
