@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,6 +30,7 @@ from core.diagnosis.models import ChatRequest
 from core.diagnosis.service import ChatService
 from core.diagnosis.session_store import InMemorySessionStore
 from core.llm.offline import OfflineClient
+from core.store.db import create_scratch_database, drop_database
 from core.store.store import Store
 
 VEHICLE = "kaiwa-mirai-hv-2022"
@@ -106,33 +106,6 @@ def transactions_per_turn(store: Store) -> float:
     return count / TURNS
 
 
-def _create_pg_database(url: str) -> str:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"kaiwa_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        admin.dispose()
-    return make_url(url).set(database=name).render_as_string(hide_password=False)
-
-
-def _drop_pg_database(url: str, database_url: str) -> None:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = make_url(database_url).database
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-    finally:
-        admin.dispose()
-
-
 def run(quick: bool = False, pg_url: str | None = None) -> dict[str, Any]:
     """``store_turn_ratio_sqlite`` / ``store_turn_ratio_postgresql`` (stored ÷ unstored median turn
     time; PostgreSQL None without a URL) and the per-turn milliseconds behind them."""
@@ -144,7 +117,7 @@ def run(quick: bool = False, pg_url: str | None = None) -> dict[str, Any]:
         try:
             stores["sqlite"] = Store(f"sqlite:///{Path(tmp) / 'bench.db'}")
             if pg_url:
-                pg_database = _create_pg_database(pg_url)
+                pg_database = create_scratch_database(pg_url, "kaiwa_bench")
                 stores["postgresql"] = Store(pg_database)
             times = measure(stores, rounds)
             transactions = {name: transactions_per_turn(store) for name, store in stores.items()}
@@ -152,7 +125,7 @@ def run(quick: bool = False, pg_url: str | None = None) -> dict[str, Any]:
             for store in stores.values():
                 store.engine.dispose()
             if pg_url and pg_database:
-                _drop_pg_database(pg_url, pg_database)
+                drop_database(pg_url, pg_database)
     medians = {name: statistics.median(values) for name, values in times.items()}
     base = medians["unstored"]
     result: dict[str, Any] = {"store_rounds": rounds, "store_turn_ms_unstored": round(base, 3),

@@ -90,3 +90,29 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - unparsable: show nothing of it
         return "（URL を表示できません）"
+
+
+def create_scratch_database(admin_url: str, prefix: str = "kaiwa") -> str:
+    """A new, empty PostgreSQL database in the cluster ``admin_url`` reaches (``<prefix>_<random>``),
+    for a test or a benchmark run; returns its URL. :func:`drop_database` removes it."""
+    from core.ids import new_id
+
+    name = f"{prefix}_{new_id(10)}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(admin_url: str, database_url: str) -> None:
+    """Drop the database ``database_url`` names, through the cluster ``admin_url`` reaches."""
+    name = make_url(database_url).database
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+    finally:
+        admin.dispose()

@@ -4,13 +4,11 @@ throwaway one with ``.ci/pg-start``). In CI a missing PostgreSQL is a failure, n
 from __future__ import annotations
 
 import os
-import uuid
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from core.identity import ADMIN, OPERATOR, Identity
+from core.store.db import create_scratch_database
 from core.store.store import Store
 
 PG_URL = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
@@ -21,12 +19,7 @@ def _pg_database_url() -> str:
         if os.environ.get("CI"):
             pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)")
         pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see README, 'PostgreSQL')")
-    name = f"kaiwa_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    return create_scratch_database(PG_URL)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
