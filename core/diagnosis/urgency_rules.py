@@ -132,9 +132,10 @@ def variants(text: str | None) -> list[str]:
     out: list[str] = []
     joined = _JA_SPACE.sub("", base)
     for start in ((base, joined) if joined != base else (base,)):
-        dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _COLLOQUIAL_NOT.sub("ない", _LITERARY_NOT.sub("ない", start))))
+        colloquial = _COLLOQUIAL_NOT.sub("ない", start)
+        dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _LITERARY_NOT.sub("ない", colloquial)))
         folded = start.translate(_HIRAGANA)
-        for form in (start, folded, _COLLOQUIAL_NOT.sub("ない", start), dialect, canonical(dialect), canonical(folded)):
+        for form in (start, folded, colloquial, dialect, canonical(dialect), canonical(folded)):
             if form not in out:
                 out.append(form)
     return out
@@ -158,7 +159,11 @@ def _only_hypothetical(form: str) -> bool:
 def is_how_to(text: str | None) -> bool:
     """An information / how-to question with no symptom verb or state in it, or a hypothetical
     "what if" question (:data:`HYPOTHETICAL`)."""
-    forms = variants(text)
+    return _how_to_forms(variants(text))
+
+
+def _how_to_forms(forms: list[str]) -> bool:
+    """:func:`is_how_to` on the text's :func:`variants`."""
     if any(_only_hypothetical(f) for f in forms):
         return True
     return any(HOW_TO.search(f) for f in forms) and not any(SYMPTOM_WORD.search(f) for f in forms)
@@ -176,10 +181,11 @@ class UrgencyRules:
         words) are matched with hiragana folded to katakana, against patterns folded the same way,
         so a hiragana, katakana or mixed spelling meets the same words *and* the same exclusions
         (「まふらーから ゆげ」 is the muffler's steam, as 「マフラーから湯気」 is)."""
-        forms = list(dict.fromkeys(f.translate(_HIRAGANA) for f in variants(text)))
-        if not forms:
+        written = variants(text)
+        if not written:
             return KeywordUrgency()
-        question = is_how_to(text)
+        question = _how_to_forms(written)
+        forms = list(dict.fromkeys(f.translate(_HIRAGANA) for f in written))
         for level in LEVELS:
             if level == "critical" and question:
                 continue  # a risky word that is only the topic of a how-to question
