@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m bench.citation_cut                 # ratios 0 (no cut) … 0.95 on bench/rag_queries.yaml
+    python -m bench.citation_cut                 # ratios 0 (no cut) … 0.95 on bench/data/rag_queries.yaml
     python -m bench.citation_cut --ratios 0.7 0.8
 
 For each manual query the diagnosis keeps the hybrid hits scoring above ``keep_score`` (one per

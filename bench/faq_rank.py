@@ -5,7 +5,7 @@ Run from the repository root::
     python -m bench.faq_rank                    # weights 0 (no re-ranking) … 0.5
     python -m bench.faq_rank --weights 0 0.3 -v # and list the queries whose top-1 is wrong
 
-Every answerable question of ``data/faq/queries.yaml`` goes through ``KnowledgeBase.search`` over
+Every answerable question of ``bench/data/faq_queries.yaml`` goes through ``KnowledgeBase.search`` over
 ``data/faq/articles.yaml`` (the flow's own hybrid retriever, vectors cached in ``var/faq_vectors``)
 with ``CANDIDATES`` candidates; per title weight: top-1 accuracy, recall@3 (the flow asks for 3),
 recall@5 and MRR. A query is right when any expected id is there.
@@ -21,7 +21,7 @@ import yaml
 if __package__ in (None, ""):  # python bench/faq_rank.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.paths import DATA_DIR  # noqa: E402
+from bench import BENCH_DATA  # noqa: E402
 
 DEFAULT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import core.faq.kb as kb
 
-    queries = [q for q in yaml.safe_load((DATA_DIR / "faq" / "queries.yaml").read_text(encoding="utf-8"))["queries"]
+    queries = [q for q in yaml.safe_load((BENCH_DATA / "faq_queries.yaml").read_text(encoding="utf-8"))["queries"]
                if q.get("expected")]
     base = kb.KnowledgeBase(kb.load_articles())
     print(f"{len(queries)} answerable FAQ queries, {len(base.articles)} articles, {kb.CANDIDATES} candidates")

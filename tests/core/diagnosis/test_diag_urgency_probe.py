@@ -1,4 +1,4 @@
-"""Shape of data/urgency_probe.yaml, the untuned urgency probe (utterances written without looking at
+"""Shape of bench/data/urgency_probes/urgency_probe.yaml, the untuned urgency probe (utterances written without looking at
 the rules, the utterance set or the classifier). Its accuracy is reported by ``python -m bench.urgency``
 (``urgency_probe_*``), deliberately not asserted here: asserting it would invite tuning against it."""
 from __future__ import annotations
@@ -8,10 +8,11 @@ from collections import Counter
 import pytest
 import yaml
 
+from bench import BENCH_DATA
 from core.paths import DATA_DIR
 
-PROBE = DATA_DIR / "urgency_probe.yaml"
-UTTERANCES = DATA_DIR / "urgency_utterances.yaml"
+PROBE = BENCH_DATA / "urgency_probes" / "urgency_probe.yaml"
+UTTERANCES = (DATA_DIR / "urgency_utterances.yaml", BENCH_DATA / "urgency_heldout.yaml")
 # after the relabel to the spec (lamps lit and abnormal noises are high): 18 items medium → high
 LEVEL_COUNTS = {"critical": 20, "high": 43, "medium": 7, "low": 20, "none": 30}
 STYLES = {"plain", "polite", "colloquial", "typo", "kana", "child", "elderly"}
@@ -43,5 +44,6 @@ def test_probe_texts_are_unique(probe):
 
 
 def test_probe_texts_are_not_in_the_tuned_utterances(probe):
-    tuned = {str(u["text"]).strip() for u in yaml.safe_load(UTTERANCES.read_text(encoding="utf-8"))["utterances"]}
+    tuned = {str(u["text"]).strip() for path in UTTERANCES
+             for u in yaml.safe_load(path.read_text(encoding="utf-8"))["utterances"]}
     assert not tuned & {item["text"].strip() for item in probe}

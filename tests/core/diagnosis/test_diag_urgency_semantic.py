@@ -3,13 +3,25 @@ the manual sections, the safety gate for "normal" answers, rule variants, and th
 of data/urgency_utterances.yaml (critical recall must stay 1.0)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from bench.urgency import HELDOUT_PATH
 from core.diagnosis.rag import RagHit
 from core.diagnosis.urgency_rules import KeywordUrgency, default_rules, keyword_urgency_check, variants
-from core.diagnosis.urgency_semantic import (SemanticUrgency, SemanticUrgencyModel, Utterance, confirm_by_conversation,
-                                             fuse, has_japanese, load_utterances, normal_answer_blocked, normal_cases)
+from core.diagnosis.urgency_semantic import (
+    SemanticUrgency,
+    SemanticUrgencyModel,
+    Utterance,
+    confirm_by_conversation,
+    fuse,
+    has_japanese,
+    load_utterances,
+    normal_answer_blocked,
+    normal_cases,
+)
 
 # Measured with `python -m bench.urgency` (held-out accuracy 0.853, critical recall 1.0, 102 items);
 # the floor sits a few points under it.
@@ -151,7 +163,7 @@ def test_issue_10_rule_changes():
 # --- the labelled set --------------------------------------------------------------------------------
 
 def test_labelled_set_is_large_stratified_and_styled():
-    items = load_utterances()
+    items = load_utterances() + [replace(u, split="heldout") for u in load_utterances(HELDOUT_PATH)]
     assert len(items) >= 300
     levels = {"none", "low", "medium", "high", "critical"}
     assert {u.level for u in items} == levels

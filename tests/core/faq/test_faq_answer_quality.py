@@ -3,18 +3,18 @@ quote whole sentences (a list's lead sentence with its matching items), and the 
 stay fixed on the real KB."""
 import pytest
 import yaml
+from faq_fakes import FakeRetriever
 
+from bench import BENCH_DATA
 from core.faq.flow import ask, start_session
 from core.faq.kb import CANDIDATES, KnowledgeBase, default_kb, load_articles, title_match
 from core.faq.offline_policy import answer, best_sentences
 from core.llm.base import LLMRequest
 from core.llm.offline import OfflineClient
-from core.paths import DATA_DIR
-from core.quoting import quote, tokens
-from faq_fakes import FakeRetriever
+from core.text.quoting import quote, tokens
 
 ARTICLES = {a.id: a for a in load_articles()}
-QUERIES = yaml.safe_load((DATA_DIR / "faq" / "queries.yaml").read_text(encoding="utf-8"))["queries"]
+QUERIES = yaml.safe_load((BENCH_DATA / "faq_queries.yaml").read_text(encoding="utf-8"))["queries"]
 ITEM_START = ("・", "1.", "2.", "3.", "4.", "5.")
 
 

