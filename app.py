@@ -1,8 +1,9 @@
 """Kaiwa Console entry point: session state, identity and provider sidebar, and page navigation."""
 import streamlit as st
 
-from pages.common import init_session, render_debug_controls, render_sidebar
-from pages.identity import render_identity_sidebar
+from ui.identity import render_identity_sidebar
+from ui.session import init_session
+from ui.sidebar import render_debug_controls, render_sidebar
 
 st.set_page_config(page_title="Kaiwa Console", page_icon="💬", layout="wide")
 init_session()

@@ -12,8 +12,8 @@ from core import analytics
 from core.diagnosis.view import LEVEL_LABELS, STEP_LABELS
 from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
-from pages.common import JST, jst, store
-from pages.common import leave_pages_directory_mode
+from core.text.jst import JST, jst
+from ui.session import leave_pages_directory_mode, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 

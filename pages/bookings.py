@@ -7,9 +7,9 @@ from datetime import date, timedelta
 import pandas as pd
 import streamlit as st
 
-from core.markup import safe_text
-from pages.common import identity, jst, provider_caption, store
-from pages.common import leave_pages_directory_mode
+from core.text.jst import jst
+from core.text.markup import safe_text
+from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 

@@ -6,9 +6,9 @@ import streamlit as st
 
 from core.diagnosis import ChatRequest, PromptInfo, view
 from core.diagnosis.conversation import DiagnosisConversations
-from core.markup import safe_markdown, safe_text
-from pages.common import bind_conversation, debug_sink, identity, provider_caption, recent_conversations, store
-from pages.common import leave_pages_directory_mode
+from core.text.markup import safe_markdown, safe_text
+from ui.conversations import bind_conversation, recent_conversations
+from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.knowledge.export import ENTRY_FIELDS, entries_csv, entries_json, turns_jsonl
-from core.markup import safe_text
-from pages.common import identity, jst, provider_caption, store
-from pages.common import leave_pages_directory_mode
+from core.knowledge.export import entries_csv, entries_json, turns_jsonl
+from core.text.jst import jst
+from core.text.markup import safe_text
+from core.validation import ENTRY_FIELDS
+from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 

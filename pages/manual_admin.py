@@ -6,28 +6,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.diagnosis.catalog import default_catalog
-from core.identity import check_admin_password
-from core.rag import get_manual_retriever
-from core.rag import manual_admin
+from core.rag import get_manual_retriever, manual_admin
 from core.rag.store import IndexUnavailable
-from pages.identity import ADMIN_UNLOCKED_KEY, auth_settings, current_identity
-from pages.common import jst, leave_pages_directory_mode, plain
+from core.text.jst import jst
+from core.vehicles import default_catalog
+from ui.identity import ADMIN_UNLOCKED_KEY, admin_gate, auth_settings, current_identity
+from ui.safe import plain
+from ui.session import leave_pages_directory_mode
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
-
-NO_ADMIN_HELP = """\
-マニュアルの追加・置き換え・削除・再構築は **管理者だけ** が行えます。いまは管理者が設定されていないため、\
-この画面は閲覧のみです（契約ナレッジ作成・車両問診・FAQ はこれまでどおり使えます）。
-
-管理者を有効にするには、次のどちらかを設定してからアプリを再起動してください。
-
-1. **認証済みの利用者を管理者にする**: `.streamlit/secrets.toml` に `[auth]`（OIDC ログイン）を設定するか、\
-認証プロキシ（oauth2-proxy など）の後ろで環境変数 `KAIWA_TRUST_PROXY_HEADERS=1` を設定します。\
-そのうえで `KAIWA_ADMINS` に管理者の名前またはメールアドレスをカンマ区切りで指定します。
-2. **管理者パスワードを使う**: `.streamlit/secrets.toml` に `admin_password = "…"` を書きます\
-（環境変数 `KAIWA_ADMIN_PASSWORD` でも可）。この画面でパスワードを入力すると、そのセッションだけ管理者になります。
-"""
 
 state = st.session_state
 state.setdefault("manual_report", None)  # the IngestReport of the last upload
@@ -46,15 +33,6 @@ st.caption("車両ごとの取扱説明書を検索インデックスに登録�
 def _vehicle_label(vehicle_id: str) -> str:
     vehicle = catalog.get(vehicle_id)
     return vehicle.label if vehicle else f"{vehicle_id}（カタログにない車両）"
-
-
-def _unlock() -> None:
-    if check_admin_password(auth_settings(), state.get("admin_password_input")):
-        state[ADMIN_UNLOCKED_KEY] = True
-        state.manual_notice = ("success", "管理者モードに切り替えました（このセッションのみ）。")
-    else:
-        state.manual_notice = ("error", "管理者パスワードが違います。")
-    state.admin_password_input = ""
 
 
 def _guarded(action, *args, **kwargs):
@@ -103,17 +81,8 @@ if notice is not None:
     getattr(st, notice[0])(notice[1])
     state.manual_notice = None
 
-# ---- who may change the index -----------------------------------------------------------------------
-if not can_write:
-    if not settings.admin_configured:
-        st.info(NO_ADMIN_HELP, icon="🔒")
-    else:
-        st.warning(f"マニュアルの追加・置き換え・削除・再構築は管理者だけが行えます（現在の利用者: {plain(who.label)}）。"
-                   "一覧は閲覧できます。", icon="🔒")
-    if settings.admin_password:
-        with st.form("admin_unlock_form", clear_on_submit=False):
-            st.text_input("管理者パスワード", type="password", key="admin_password_input")
-            st.form_submit_button("管理者モードにする", on_click=_unlock)
+if not can_write:  # who may change the index, and the admin password form when one is configured
+    admin_gate(who, settings, "マニュアルの追加・置き換え・削除・再構築")
 
 uploads = [m for m in manuals or [] if m.kind == "upload"]
 

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from core import analytics
 from core.store import get_store
-from pages.common import jst
+from core.text.jst import jst
 from tests.core.test_analytics import OPERATOR_ID, call, conversation, diag_chat, faq_chat, knowledge_chat
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "analytics.py")

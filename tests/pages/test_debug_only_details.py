@@ -4,7 +4,7 @@ caption. Without debug, a failed knowledge turn shows seed 003's plain temporary
 the resend button."""
 import json
 
-from core import ScriptedClient
+from core.llm.scripted import ScriptedClient
 
 GOOD = {"control": {"schema_version": "1.0", "mode": "interview"},
         "state": {"phase": "collect_case", "missing_info": []}, "assistant_message": "再送で成功", "knowledge_json": None}

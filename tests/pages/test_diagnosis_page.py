@@ -2,7 +2,7 @@
 rewind from the page, the critical-urgency banner, and a model failure that keeps the transcript."""
 import base64
 
-from core import ScriptedClient
+from core.llm.scripted import ScriptedClient
 from core.paths import ROOT
 
 MIRAI = "kaiwa-mirai-hv-2022"

@@ -7,11 +7,11 @@ own here (``AppTest.from_function``) to see it after a widget interaction.
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import pages.identity
+import ui.identity
 
 
 def _script():
-    from pages.identity import render_identity_sidebar
+    from ui.identity import render_identity_sidebar
 
     render_identity_sidebar()
 
@@ -65,7 +65,7 @@ def test_proxy_header_only_when_trusted(monkeypatch, app, trusted):
         calls.append(settings.trust_proxy)
         return {"x-forwarded-user": "suzuki"} if settings.trust_proxy else None
 
-    monkeypatch.setattr(pages.identity, "_headers", headers)
+    monkeypatch.setattr(ui.identity, "_headers", headers)
     app.run()
     shown = any("suzuki" in m for m in sidebar_markdown(app))
     assert shown is trusted

@@ -1,6 +1,6 @@
 """Input limits on the pages: an over-long message gets the Japanese "too long" answer without a
 model call, and the user's text stays in the chat; input with no Japanese gets a gentle request."""
-from core.pii import MAX_MESSAGE_CHARS
+from core.text.pii import MAX_MESSAGE_CHARS
 from tests.core.diagnosis.diagnosis_fakes import MIRAI
 
 LONG = "契約" * (MAX_MESSAGE_CHARS // 2 + 1)

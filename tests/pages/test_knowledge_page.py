@@ -1,7 +1,7 @@
 """契約ナレッジ作成 page through AppTest: offline turns, uploads, failures."""
 import json
 
-from core import ScriptedClient
+from core.llm.scripted import ScriptedClient
 from tests.helpers.documents import make_docx
 
 

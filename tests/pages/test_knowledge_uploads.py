@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-import core.attachments as attachments
-from core import ScriptedClient
-from core.attachments import MAX_UPLOAD_BYTES
+from core.documents import MAX_UPLOAD_BYTES
+from core.documents import cache as extraction_cache
+from core.llm.scripted import ScriptedClient
 from tests.helpers.documents import make_docx
 
 LOCKED = Path(__file__).resolve().parents[3] / "shared/testdata/pdf-samples/libreoffice-writer-password.pdf"
@@ -15,22 +15,22 @@ LOCKED = Path(__file__).resolve().parents[3] / "shared/testdata/pdf-samples/libr
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    attachments.clear_cache()
+    extraction_cache.clear_cache()
     yield
-    attachments.clear_cache()
+    extraction_cache.clear_cache()
 
 
 @pytest.fixture
 def extractions(monkeypatch):
     """Names passed to the real extractor (the cache calls it only on a miss)."""
     seen: list[str] = []
-    real = attachments.extract_document
+    real = extraction_cache.extract_document
 
     def counting(name, data, password=None, **kwargs):
         seen.append(name)
         return real(name, data, password, **kwargs)
 
-    monkeypatch.setattr(attachments, "extract_document", counting)
+    monkeypatch.setattr(extraction_cache, "extract_document", counting)
     return seen
 
 

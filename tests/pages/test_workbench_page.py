@@ -19,6 +19,7 @@ from core.prompts import load_prompt, prompt_version
 from core.schemas import load_schema
 from core.store import get_store
 from core.store.prompt_versions import list_prompt_versions
+from core.workbench import prompt_files
 
 BAD = json.dumps({"control": {"schema_version": "1.0", "mode": "interview"}})
 OPERATOR_ID = Identity(name="担当", email="op@example.com", source="oidc", roles=frozenset({OPERATOR}))
@@ -140,7 +141,7 @@ def test_saving_a_prompt_is_admin_only_and_explicit(workbench, monkeypatch, tmp_
     prompts = tmp_path / "prompts"
     prompts.mkdir()
     (prompts / "knowledge_system.md").write_text(load_prompt("knowledge_system"), encoding="utf-8")
-    monkeypatch.setattr(wb, "PROMPTS_DIR", prompts)  # never the repository's prompts/
+    monkeypatch.setattr(prompt_files, "PROMPTS_DIR", prompts)  # never the repository's prompts/
     app.session_state["admin_unlocked"] = True
     app.run()
     assert app.selectbox(key="wb_prompt_name").value == "knowledge_system"

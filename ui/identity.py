@@ -1,6 +1,6 @@
 """Who is using this tab, for the pages: :func:`current_identity` and the sidebar block that shows it.
 
-A helper module, not a page (``st.navigation`` in app.py lists the pages). The identity is resolved
+The identity is resolved
 by :func:`core.identity.resolve_identity` from ``st.user`` (only when ``[auth]`` is configured and
 the user logged in), the trusted proxy headers in ``st.context.headers`` (only when
 ``KAIWA_TRUST_PROXY_HEADERS=1``), the display name typed once into the sidebar
@@ -14,13 +14,33 @@ from typing import Any, Mapping
 
 import streamlit as st
 
-from core.identity import AuthSettings, Identity, clean_value, load_auth_settings, resolve_identity
-from pages.common import plain
+from core.identity import (
+    AuthSettings,
+    Identity,
+    check_admin_password,
+    clean_value,
+    load_auth_settings,
+    resolve_identity,
+)
+from ui.safe import plain
 
 logger = logging.getLogger(__name__)
 
 LOCAL_NAME_KEY = "local_user_name"
 ADMIN_UNLOCKED_KEY = "admin_unlocked"
+NO_ADMIN_HELP = """\
+マニュアルの追加・置き換え・削除・再構築は **管理者だけ** が行えます。いまは管理者が設定されていないため、\
+この画面は閲覧のみです（契約ナレッジ作成・車両問診・FAQ はこれまでどおり使えます）。
+
+管理者を有効にするには、次のどちらかを設定してからアプリを再起動してください。
+
+1. **認証済みの利用者を管理者にする**: `.streamlit/secrets.toml` に `[auth]`（OIDC ログイン）を設定するか、\
+認証プロキシ（oauth2-proxy など）の後ろで環境変数 `KAIWA_TRUST_PROXY_HEADERS=1` を設定します。\
+そのうえで `KAIWA_ADMINS` に管理者の名前またはメールアドレスをカンマ区切りで指定します。
+2. **管理者パスワードを使う**: `.streamlit/secrets.toml` に `admin_password = "…"` を書きます\
+（環境変数 `KAIWA_ADMIN_PASSWORD` でも可）。この画面でパスワードを入力すると、そのセッションだけ管理者になります。
+"""
+
 SOURCE_LABELS = {"oidc": "ログイン済み（OIDC）", "proxy": "認証プロキシで確認済み",
                  "local": "未確認（入力された表示名）", "anonymous": "未設定"}
 
@@ -100,3 +120,29 @@ def render_identity_sidebar() -> Identity:
         if st.session_state.get(ADMIN_UNLOCKED_KEY):
             st.button("管理者モードを終了", key="identity_admin_lock", on_click=_lock_admin)
     return who
+
+
+def _unlock() -> None:
+    state = st.session_state
+    if check_admin_password(auth_settings(), state.get("admin_password_input")):
+        state[ADMIN_UNLOCKED_KEY] = True
+        state.admin_unlock_notice = ("success", "管理者モードに切り替えました（このセッションのみ）。")
+    else:
+        state.admin_unlock_notice = ("error", "管理者パスワードが違います。")
+    state.admin_password_input = ""
+
+
+def admin_gate(who: Identity, settings: AuthSettings, what: str) -> None:
+    """For a user who is not admin: that ``what`` (「マニュアルの追加・…」) is admin-only, how to enable
+    admin when nobody is configured, and the admin password form when a password is configured."""
+    notice = st.session_state.pop("admin_unlock_notice", None)
+    if notice is not None:
+        getattr(st, notice[0])(notice[1])
+    if not settings.admin_configured:
+        st.info(NO_ADMIN_HELP, icon="🔒")
+    else:
+        st.warning(f"{what}は管理者だけが行えます（現在の利用者: {plain(who.label)}）。一覧は閲覧できます。", icon="🔒")
+    if settings.admin_password:
+        with st.form("admin_unlock_form", clear_on_submit=False):
+            st.text_input("管理者パスワード", type="password", key="admin_password_input")
+            st.form_submit_button("管理者モードにする", on_click=_unlock)

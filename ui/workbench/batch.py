@@ -1,0 +1,61 @@
+"""一括再実行: one change (system prompt, text replacement, temperature, model, strategies) replayed over
+many recorded calls of one task, with counts of what it fixed and broke."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core import workbench as wb
+from core.llm.strategies import ALL_STRATEGIES
+from ui.sidebar import STRATEGY_LABELS
+from ui.workbench.labels import method_label
+
+BATCH_LABELS = {"record_id": "記録", "task": "タスク", "valid_before": "合格（前）", "valid_after": "合格（後）",
+                "method_before": "方式（前）", "method_after": "方式（後）", "attempts": "試行", "repairs": "修復",
+                "changed_fields": "変わった項目", "errors_after": "エラー（後）"}
+
+
+def _summary(batch: pd.DataFrame) -> None:
+    summary = wb.batch_summary(batch)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("合格（変更前）", f"{summary['valid_before']} / {summary['total']}")
+    c2.metric("合格（変更後）", f"{summary['valid_after']} / {summary['total']}",
+              delta=summary["valid_after"] - summary["valid_before"])
+    c3.metric("修復の合計", summary["repairs"])
+    c4.metric("改善 / 悪化", f"{summary['fixed']} / {summary['broken']}")
+    st.caption("方式の内訳（変更後）: " + " · ".join(f"{method_label(k)} {v}" for k, v in summary["methods"].items()))
+    st.dataframe(batch.rename(columns=BATCH_LABELS), hide_index=True, width="stretch")
+
+
+def batch_tab(shown_records: list[dict[str, Any]], task_options: list[str]) -> None:
+    state = st.session_state
+    if not task_options:
+        st.info("絞り込みに一致する記録がありません。")
+        return
+    task = st.selectbox("タスク", task_options, key="wb_batch_task")
+    same = [r for r in reversed(shown_records) if wb.record_task(r) == task]
+    n = st.number_input("件数（新しい順）", 1, min(wb.MAX_BATCH, max(1, len(same))), min(10, max(1, len(same))),
+                        key="wb_batch_n")
+    st.caption(f"絞り込み中の {task} の記録: {len(same)} 件")
+    first = wb.base_messages(same[0]) if same else []
+    batch_system = st.text_area("システムプロンプト（空欄なら各記録のまま）", value="", height=160,
+                                key="wb_batch_system", placeholder=wb.system_prompt_of(first)[:300])
+    c1, c2 = st.columns(2)
+    old_text = c1.text_input("置換前の文字列（全メッセージ）", key="wb_batch_old", max_chars=2000)
+    new_text = c2.text_input("置換後の文字列", key="wb_batch_new", max_chars=2000)
+    c1, c2, c3 = st.columns(3)
+    temperature = c1.number_input("温度（空欄なら記録のまま）", 0.0, 2.0, value=None, step=0.1, key="wb_batch_temperature")
+    model = c2.text_input("モデル（空欄ならプロバイダーの既定）", key="wb_batch_model", max_chars=200)
+    chain = c3.multiselect("方式", list(ALL_STRATEGIES), format_func=lambda s: STRATEGY_LABELS[s],
+                           placeholder="選択してください", key="wb_batch_strategies")
+    if st.button("▶️ 一括再実行", key="wb_batch_run", type="primary", disabled=not same):
+        change = {"system_prompt": batch_system or None, "temperature": temperature, "model": model or None,
+                  "strategies": chain, "replace_text": [(old_text, new_text)] if old_text else []}
+        bar = st.progress(0.0, text="再実行しています…")
+        state.wb_batch = wb.batch_replay(same[: int(n)], change, state.llm_client,
+                                         progress=lambda i, total: bar.progress(i / total, text=f"{i} / {total}"))
+        bar.empty()
+    if state.get("wb_batch") is not None:
+        _summary(state.wb_batch)

@@ -1,0 +1,132 @@
+"""記録: the filters over every recorded model call, the table, its JSONL download, clearing the log
+(admins), and each record in full."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pandas as pd
+import streamlit as st
+
+from core import workbench as wb
+from core.debuglog import to_jsonl
+from core.prompts import prompt_versions
+from core.text.jst import jst
+from ui.session import identity, store
+from ui.workbench.labels import COLUMN_LABELS, METHOD_LABELS, OUTCOME_LABELS, method_label, record_label
+
+
+@dataclass
+class Filtered:
+    conversation: str  # the conversation id typed into the filter ("" for all)
+    frame: pd.DataFrame  # the rows of the records frame that pass every filter
+    records: list[dict[str, Any]]  # those records, oldest first
+
+
+def options(frame: pd.DataFrame, column: str) -> list[str]:
+    return sorted(str(v) for v in frame[column].dropna().unique() if str(v) != "")
+
+
+def filters(records: list[dict[str, Any]], frame: pd.DataFrame) -> Filtered:
+    """The 🔎 絞り込み expander; returns what passes it."""
+    with st.expander("🔎 絞り込み", expanded=True):
+        c1, c2, c3, c4 = st.columns(4)
+        conversation = c1.text_input("会話 ID", value=st.query_params.get("conversation", ""), key="f_conversation",
+                                     max_chars=80).strip()
+        flows = c2.multiselect("フロー", options(frame, "flow"), placeholder="すべて", key="f_flow")
+        steps = c3.multiselect("ステップ / フェーズ", options(frame, "step"), placeholder="すべて", key="f_step")
+        tasks = c4.multiselect("タスク", options(frame, "task"), placeholder="すべて", key="f_task")
+        c1, c2, c3, c4 = st.columns(4)
+        providers = c1.multiselect("プロバイダー", options(frame, "provider"), placeholder="すべて", key="f_provider")
+        models = c2.multiselect("モデル", options(frame, "model"), placeholder="すべて", key="f_model")
+        methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(options(frame, "method"))), placeholder="すべて",
+                                 key="f_strategy", format_func=method_label)
+        outcomes = c4.multiselect("結果", options(frame, "outcome"), placeholder="すべて", key="f_outcome",
+                                  format_func=lambda o: OUTCOME_LABELS.get(o, o))
+        c1, c2, c3, c4 = st.columns(4)
+        error_types = c1.multiselect("エラー種別", options(frame, "error_type"), placeholder="すべて", key="f_error_type")
+        date_from = c2.date_input("開始日（日本時間）", value=None, key="f_date_from")
+        date_to = c3.date_input("終了日（日本時間）", value=None, key="f_date_to")
+        failed_only = c4.toggle("失敗のみ", key="f_failed")
+        text = st.text_input("出力・エラーを検索", key="f_text", max_chars=200)
+    shown = wb.filter_records(frame, conversation=conversation, flows=flows, steps=steps, tasks=tasks,
+                              providers=providers, models=models, methods=methods, outcomes=outcomes,
+                              error_types=error_types, date_from=date_from, date_to=date_to, failed_only=failed_only)
+    if text:
+        shown = shown[[text in (records[i].get("raw_output") or "") or text in " ".join(records[i].get("errors") or [])
+                       for i in shown.index]]
+    return Filtered(conversation, shown, [records[i] for i in shown.index])
+
+
+def _clear_log(conversation: str) -> None:
+    state = st.session_state
+    who = identity()
+    if not state.get("confirm_clear_debug"):
+        st.button("ログを消去", key="clear_debug", disabled=not who.can("debug.clear"),
+                  help=None if who.can("debug.clear") else "ログの消去は管理者のみ行えます。",
+                  on_click=lambda: state.update(confirm_clear_debug=True))
+        return
+    scope = f"会話 {conversation} の" if conversation else "全操作者の"
+    st.warning(f"{scope}デバッグログをすべて消去します。元に戻せません。よろしいですか？")
+    yes, no = st.columns(2)
+    if yes.button("はい、消去する", key="clear_debug_yes", type="primary"):
+        try:
+            deleted = store().clear_debug_records(identity(), conversation_id=conversation or None)
+            state.debug_logs.clear()
+            st.toast(f"{deleted} 件を消去しました。", icon="🧹")
+        except PermissionError as exc:
+            st.error(str(exc))
+        state.confirm_clear_debug = False
+        st.rerun()
+    no.button("キャンセル", key="clear_debug_no", on_click=lambda: state.update(confirm_clear_debug=False))
+
+
+def record_detail(r: dict[str, Any], on_open_replay: Callable[[int], None]) -> None:
+    """One record in full: provider, method, tokens, prompt version, errors, messages, schema, raw output."""
+    with st.expander(record_label(r) + f" · 試行 {r.get('attempt')} · {r.get('latency_ms')} ms"):
+        usage = r.get("usage") or {}
+        tokens = (f"入力 {usage.get('prompt_tokens', '—')} / 出力 {usage.get('completion_tokens', '—')} / "
+                  f"合計 {usage.get('total_tokens', '—')}") if usage else "—（プロバイダーが報告していません）"
+        st.text(f"プロバイダー: {r.get('provider')} / {r.get('model')} · 方式: "
+                f"{method_label(wb.record_method(r))} · 種別: {r.get('kind')} · "
+                f"試行: {r.get('attempt')} · レイテンシ: {r.get('latency_ms')} ms · パース段階: "
+                f"{r.get('parse_stage') or '—'}\nトークン: {tokens}\n"
+                f"プロンプト: {r.get('prompt') or '—'}（版 {r.get('prompt_version') or '記録なし'}） · "
+                f"出力のスキーマ版: {wb.output_schema_version(r) or '—'} · 選択肢の判定: "
+                f"{METHOD_LABELS.get(r.get('judgment_method') or '', r.get('judgment_method') or '—')}\n"
+                f"会話: {r.get('session_id') or '—'} · 操作者: {r.get('owner') or '—'}")
+        if r.get("errors"):
+            st.error("\n".join(r["errors"]))
+        st.button("✏️ この呼び出しを再実行タブで開く", key=f"open_replay_{r['id']}", on_click=on_open_replay,
+                  args=(r["id"],))
+        st.markdown("**送信したメッセージ**")
+        for m in r.get("messages") or []:
+            st.text(f"[{m.get('role')}]\n{m.get('content')}")
+        if r.get("response_format"):
+            with st.expander("response_format（送信したスキーマ）"):
+                st.code(json.dumps(r["response_format"], ensure_ascii=False, indent=2), language="json")
+        if r.get("tools"):
+            with st.expander("tools（送信したツール）"):
+                st.code(json.dumps(r["tools"], ensure_ascii=False, indent=2), language="json")
+        st.markdown("**生出力**")
+        st.code(r.get("raw_output") or "（なし）", language="json")
+        if r.get("prompt_versions"):
+            with st.expander("この呼び出し時のプロンプトファイルのバージョン"):
+                st.json(r["prompt_versions"])
+
+
+def records_tab(filtered: Filtered, total: int, on_open_replay: Callable[[int], None]) -> None:
+    shown = filtered.frame
+    st.caption(f"{len(shown)} / {total} 件（全操作者の最新 1,000 件まで・時刻は日本時間）")
+    table = shown.assign(time=[jst(t) for t in shown["time"]])
+    table = table[[c for c in COLUMN_LABELS if c in table.columns]].rename(columns=COLUMN_LABELS)
+    st.dataframe(table, width="stretch", hide_index=True)
+    st.download_button("JSONL をダウンロード", to_jsonl(filtered.records), file_name="debug_logs.jsonl",
+                       mime="application/jsonl", key="dl_debug")
+    with st.expander("📄 プロンプトファイルの現在のバージョン"):
+        st.dataframe([{"プロンプト": name, "バージョン": version} for name, version in prompt_versions().items()],
+                     hide_index=True, width="stretch")
+    _clear_log(filtered.conversation)
+    for r in reversed(filtered.records[-50:]):
+        record_detail(r, on_open_replay)

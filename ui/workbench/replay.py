@@ -1,0 +1,114 @@
+"""再実行: the replay editor for one recorded call (system prompt, payload, temperature, model, strategy
+chain), old and new output with our validator's verdict and a JSON diff; saving a prompt file as a new
+version (admins)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamlit as st
+
+from core import workbench as wb
+from core.llm.strategies import ALL_STRATEGIES
+from core.prompts import load_prompt, prompt_names
+from core.store.prompt_versions import list_prompt_versions
+from core.text.jst import jst
+from ui.session import identity, store
+from ui.sidebar import STRATEGY_LABELS
+from ui.workbench.labels import method_label, record_label
+
+EDITOR_KEYS = ("wb_system", "wb_user", "wb_temperature", "wb_model", "wb_strategies")
+
+
+def open_replay(record_id: int) -> None:
+    """Button callback: edit this record in the replay tab (the editor starts from its values)."""
+    state = st.session_state
+    state.wb_record = record_id
+    state.pop("wb_replay", None)
+    for key in EDITOR_KEYS:
+        state.pop(key, None)
+
+
+def _result(result: Any) -> None:
+    old_col, new_col = st.columns(2)
+    for col, title, raw, verdict, method in ((old_col, "旧出力（記録）", result.old_raw, result.old, result.old_method),
+                                             (new_col, "新出力（再実行）", result.new_raw, result.new, result.new_method)):
+        with col:
+            st.markdown(f"**{title}** · {method_label(method)}")
+            if verdict.ok:
+                st.success("検証: 合格")
+            else:
+                st.error("検証: 不合格（" + (verdict.error_type or "") + "）\n" + "\n".join(verdict.errors[:10]))
+            st.code(raw or "（なし）", language="json")
+    st.caption(f"試行 {result.attempts} 回 · 修復 {result.repairs} 回 · {result.latency_ms} ms · "
+               f"変更された項目: {', '.join(result.changed_fields) or 'なし'}")
+    st.markdown("**差分（旧 → 新）**")
+    st.code("\n".join(result.diff) or "差分はありません。", language="text")
+
+
+def save_prompt_section(record: dict[str, Any]) -> None:
+    """Save a prompt file as a new version: admins only, explicit, with a note; the file's history."""
+    st.markdown("**プロンプトファイルを新しいバージョンとして保存**")
+    who = identity()
+    names = prompt_names()
+    default_name = record.get("prompt") if record.get("prompt") in names else names[0]
+    name = st.selectbox("プロンプトファイル", names, index=names.index(default_name), key="wb_prompt_name")
+    content = st.text_area(f"prompts/{name} の内容（テンプレート: {{{{…}}}} はそのまま残してください）",
+                           value=load_prompt(name), height=260, key=f"wb_prompt_text_{name}")
+    note = st.text_input("変更メモ", key="wb_prompt_note", max_chars=300)
+    sure = st.checkbox(f"prompts/{name} を書き換えることを確認しました", key="wb_prompt_sure",
+                       disabled=not who.can("prompt.write"))
+    if st.button("💾 新しいバージョンとして保存", key="wb_prompt_save", disabled=not (who.can("prompt.write") and sure),
+                 help=None if who.can("prompt.write") else "プロンプトの保存は管理者のみ行えます。"):
+        try:
+            saved = wb.save_prompt_version(name, content, who, store(), note=note)
+            st.success(f"prompts/{name} を版 {saved['version']} として保存しました（{saved['created_by_label']}・"
+                       f"{jst(saved['created_at'])}）。")
+        except (PermissionError, ValueError, OSError) as exc:
+            st.error(str(exc))
+    history = list_prompt_versions(store(), name, limit=20)
+    if history:
+        with st.expander(f"保存履歴（{len(history)} 件）"):
+            st.dataframe([{"版": h["version"], "前の版": h["previous_version"] or "—", "保存者": h["created_by_label"],
+                           "日時": jst(h["created_at"]), "メモ": h["note"]} for h in history],
+                         hide_index=True, width="stretch")
+
+
+def replay_tab(shown_records: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],
+               on_open: Callable[[int], None] = open_replay) -> None:
+    state = st.session_state
+    ids = [r["id"] for r in reversed(shown_records)]
+    selected = state.get("wb_record")
+    if selected in by_id and selected not in ids:
+        ids.insert(0, selected)
+    if not ids:
+        st.info("絞り込みに一致する記録がありません。")
+        return
+    record_id = st.selectbox("再実行する記録", ids, index=ids.index(selected) if selected in ids else 0,
+                             format_func=lambda i: record_label(by_id[i]), key="wb_record_pick")
+    if record_id != state.get("wb_record"):
+        on_open(record_id)
+    record = by_id[record_id]
+    base = wb.base_messages(record)
+    st.caption(f"判定に使うスキーマ: {wb.judge_for(record).source} · プロンプト: {record.get('prompt') or '—'}"
+               f"（版 {record.get('prompt_version') or '記録なし'}）")
+    system = st.text_area("システムプロンプト", value=wb.system_prompt_of(base), height=220, key="wb_system")
+    user = st.text_area("ユーザー入力（最後のユーザーメッセージ）", value=wb.user_payload_of(base), height=160,
+                        key="wb_user")
+    c1, c2, c3 = st.columns(3)
+    temperature = c1.number_input("温度", 0.0, 2.0, float(record.get("temperature") or 0.2), 0.1,
+                                  key="wb_temperature")
+    client = state.llm_client
+    model = c2.text_input("モデル", value=getattr(client, "model", ""), key="wb_model", max_chars=200)
+    chain = c3.multiselect("方式（この順にフォールバック）", list(ALL_STRATEGIES),
+                           default=[s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES],
+                           format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies")
+    st.caption(f"実行するプロバイダー: {getattr(client, 'name', '?')}（サイドバーで切り替えられます）")
+    if st.button("▶️ 再実行", key="wb_run", type="primary"):
+        with st.spinner("再実行しています…"):
+            state.wb_replay = wb.replay(record, system_prompt=system, user_payload=user, temperature=temperature,
+                                        model=model or None, strategies=chain, client=client)
+    result = state.get("wb_replay")
+    if result is not None and result.record_id == record_id:
+        _result(result)
+    st.divider()
+    save_prompt_section(record)
