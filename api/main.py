@@ -32,13 +32,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import text
 
-from core.config import Settings, load_settings
 from core.diagnosis.context import UNSET
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
 from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
 from core.identity import Identity, load_auth_settings, resolve_identity
 from core.llm.registry import ProviderRegistry
+from core.llm.settings import Settings, load_settings
 from core.store import get_store as shared_store
 from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store

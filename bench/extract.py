@@ -1,4 +1,4 @@
-"""Document extraction overhead: ``core.attachments.extract_document`` vs plain pypdf text extraction.
+"""Document extraction overhead: ``core.documents.extract_document`` vs plain pypdf text extraction.
 
 Both read the same real-world PDFs (``../shared/testdata/pdf-samples``, made by pdfTeX,
 LibreOffice, Google Docs, ImageMagick; the encrypted one with its password). Plain pypdf is
@@ -29,7 +29,7 @@ def _plain(name: str, data: bytes) -> str:
 
 
 def run(quick: bool = False, samples: Path = SAMPLES) -> dict:
-    from core.attachments import extract_document
+    from core.documents import extract_document
 
     files = [(p.name, p.read_bytes()) for p in sorted(Path(samples).glob("*.pdf"))]
     if not files:

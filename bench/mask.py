@@ -15,7 +15,7 @@ import random
 import time
 from typing import Any, Callable
 
-from core.pii import mask_text
+from core.text.pii import mask_text
 
 SIZES = (100_000, 1_000_000)
 

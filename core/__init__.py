@@ -1,14 +1,17 @@
-"""Kaiwa Console core: the structured-turn engine and every flow, usable without Streamlit."""
-from core.engine import RetryPolicy, structured_call
-from core.knowledge.turn import build_messages, call_llm
-from core.llm.base import LLMRequest, LLMResponse, ProviderError
-from core.llm.scripted import ScriptedClient
-from core.parsing import parse_structured_output
-from core.results import StructuredResult, TurnResult
-from core.validation import parse_and_validate_turn
+"""Kaiwa Console core: the structured-turn engine and every flow, usable without Streamlit.
 
-__all__ = [
-    "LLMRequest", "LLMResponse", "ProviderError", "RetryPolicy", "ScriptedClient", "StructuredResult",
-    "TurnResult", "build_messages", "call_llm", "parse_and_validate_turn", "parse_structured_output",
-    "structured_call",
-]
+The layers, from the ground up; each imports only from those below it (``.importlinter``, checked by
+``tests/test_architecture.py``):
+
+1. text utilities, schemas and data: ``paths``, ``ids``, ``text`` (normalisation, masking, markup, quoting,
+   input gates, Japanese tokens), ``documents`` (upload extraction), ``schemas``, ``schema_versions``,
+   ``parsing``, ``validation``, ``results``, ``prompts``, ``identity``, ``vehicles``;
+2. LLM clients and settings: ``llm`` (client protocol, OpenAI-compatible and offline clients, strategies,
+   settings, registry) and ``debuglog`` (one record per model call);
+3. the engine: ``engine`` (``structured_call``);
+4. store and retrieval: ``store``, ``rag``;
+5. the flows, independent of one another: ``knowledge``, ``diagnosis``, ``faq``;
+6. workbench, analytics and evaluation: ``workbench``, ``analytics``, ``eval``, ``shipped_vectors``.
+
+Above ``core`` sit ``ui`` (shared Streamlit widgets), ``api`` (the HTTP API) and ``pages``.
+"""

@@ -24,9 +24,9 @@ import pandas as pd
 from sqlalchemy import and_, case, cast, func, select, true
 from sqlalchemy.dialects import postgresql
 
-from core.pii import mask_pii
 from core.store import tables as t
 from core.store.store import Store
+from core.text.pii import mask_pii
 
 UNKNOWN = "—"  # a provider or prompt version that was not recorded
 PHASES = ("collect_case", "organize_risks", "draft_knowledge", "review_knowledge")  # seed 003 §3.2.2, in order

@@ -12,11 +12,9 @@ from datetime import datetime, timezone
 from typing import Any, MutableSequence
 
 from core.llm.base import LLMRequest
-from core.pii import scrub
 from core.prompts import prompt_version, prompt_versions
+from core.text.pii import KNOWN_SECRETS, scrub
 
-# Secrets known at run time (the configured API key) are added here by the registry.
-KNOWN_SECRETS: set[str] = set()
 MAX_RAW_CHARS = 256 * 1024  # a record keeps at most this much of an output (the engine caps earlier)
 MAX_ERROR_BODY_CHARS = 2000
 MAX_CONTEXT_CHARS = 64 * 1024  # a larger request context is not kept

@@ -30,16 +30,22 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, MutableSequence, Sequence
 
-from core.config import DEADLINE_FACTOR  # default overall deadline of a call, in request timeouts
-from core.debuglog import KNOWN_SECRETS, CallTags, make_record
-from core.llm.base import (DEFAULT_MAX_OUTPUT_BYTES, UNSUPPORTED_KINDS, LLMRequest, LLMResponse, ProviderError,
-                           classify_exception, provider_error_ja)
+from core.debuglog import CallTags, make_record
+from core.llm.base import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    UNSUPPORTED_KINDS,
+    LLMRequest,
+    LLMResponse,
+    ProviderError,
+    classify_exception,
+)
+from core.llm.settings import DEADLINE_FACTOR  # default overall deadline of a call, in request timeouts
 from core.llm.strategies import DEFAULT_CHAIN, build_request, raw_output
 from core.parsing import parse_with_stage
-from core.pii import mask_pii, redact_secrets
 from core.prompts import render
-from core.results import PARSE_ERROR, PROVIDER_ERROR, StructuredResult
+from core.results import PARSE_ERROR, PROVIDER_ERROR, StructuredResult, provider_error_ja
 from core.schemas import to_strict_schema
+from core.text.pii import KNOWN_SECRETS, mask_pii, redact_secrets
 from core.validation import validate_json
 
 logger = logging.getLogger("kaiwa.engine")

@@ -4,13 +4,43 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.llm.base import PROVIDER_KIND_JA
-
 PARSE_ERROR = "parse_error"
 SCHEMA_ERROR = "schema_error"
 ENTRY_SCHEMA_ERROR = "entry_schema_error"
 PROVIDER_ERROR = "provider_error"
-INPUT_TOO_LONG = "input_too_long"  # stopped before any model call (core.input_gate)
+INPUT_TOO_LONG = "input_too_long"  # stopped before any model call (core.text.input_gate)
+
+PROVIDER_ERROR_JA = {
+    "timeout": "モデルの応答がタイムアウトしました。時間をおいて再送信してください。",
+    "deadline": "このターンの制限時間内にモデルの応答が完了しませんでした（タイムアウト）。時間をおいて再送信してください。",
+    "connection": "モデルのサーバーに接続できませんでした。接続先 (OPENAI_BASE_URL) を確認してください。",
+    "rate_limit": "利用上限 (429) に達しました。少し待ってから再送信してください。",
+    "server_error": "モデルのサーバーでエラーが発生しました (5xx)。時間をおいて再送信してください。",
+    "auth": "認証に失敗しました。API キーの設定を確認してください。",
+    "forbidden": "このモデルを使う権限がありません (403)。API キーの権限やデプロイの設定を確認してください。",
+    "not_found": "モデル {model} が見つかりません。モデル名 / デプロイ名 (OPENAI_MODEL) と接続先を確認してください。",
+    "bad_request": "このプロバイダーは指定した構造化出力の方式を受け付けませんでした。",
+    "unsupported": "このプロバイダーは指定した構造化出力の方式に対応していません。",
+    "refusal": "モデルが応答を拒否しました。入力内容を見直してください。",
+    "truncated": "モデルの出力が長すぎて途中で切れました。質問を短くするか、分けて再送信してください。",
+    "bad_response": "モデルのサーバーから chat completion として読めない応答が返りました（プロキシのエラーページなど）。",
+    "unknown": "モデルの呼び出し中に予期しないエラーが発生しました。",
+}
+
+# Short names for headings: 「モデルの呼び出しに失敗しました（タイムアウト）」.
+PROVIDER_KIND_JA = {
+    "timeout": "タイムアウト", "deadline": "タイムアウト（制限時間超過）", "connection": "接続エラー",
+    "rate_limit": "利用上限", "server_error": "サーバーエラー", "auth": "認証エラー", "forbidden": "権限エラー",
+    "not_found": "モデルが見つかりません", "bad_request": "方式が受け付けられません", "unsupported": "方式に非対応",
+    "refusal": "応答の拒否", "truncated": "出力の打ち切り", "bad_response": "不正な応答", "unknown": "不明なエラー",
+}
+
+
+def provider_error_ja(kind: str, model: str = "") -> str:
+    """The user-facing Japanese sentence for a provider error kind."""
+    text = PROVIDER_ERROR_JA.get(kind, PROVIDER_ERROR_JA["unknown"])
+    return text.replace("{model}", model or "（未指定）")
+
 
 ERROR_LABELS_JA = {
     PARSE_ERROR: "JSON として読み取れない出力でした",

@@ -7,7 +7,9 @@ from typing import Any
 from core.results import ENTRY_SCHEMA_ERROR, PARSE_ERROR, SCHEMA_ERROR, StructuredResult, TurnResult
 from core.schemas import schema_errors
 
-ENTRY_FIELDS = ("contract_type", "knowledge_title", "target_clause", "review_points", "action_plan", "clause_sample")
+# A knowledge entry's fields (schemas/knowledge_entry.json), title first: the order of the library, its exports
+# and the store.
+ENTRY_FIELDS = ("knowledge_title", "contract_type", "target_clause", "review_points", "action_plan", "clause_sample")
 
 
 def _parse(raw: Any) -> tuple[Any, list[str]]:

@@ -20,8 +20,8 @@ from core.diagnosis import llm_calls
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.guards import normalise
 from core.diagnosis.models import Choice, ChoiceJudgmentInfo, SessionState
-from core.pii import mask_pii
 from core.prompts import render
+from core.text.pii import mask_pii
 
 TAG = re.compile(r"\[CHOICE:\s*(\d+)\s*\]", re.IGNORECASE)
 METHODS = ("exact", "structured_output", "tag_fallback", "ai_judge", "failed")

@@ -17,9 +17,9 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, MutableSequence
 
-from core.diagnosis.catalog import Vehicle, default_catalog
 from core.diagnosis.urgency_rules import UrgencyRules, default_rules
 from core.engine import RetryPolicy
+from core.vehicles import Vehicle, default_catalog
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class Thresholds:
 
 
 def _default_retriever_factory() -> Any:
-    from core.rag import get_manual_retriever
+    from core.rag import get_manual_retriever  # lazy: core.rag loads chromadb (~1.4 s), only on first retrieval
 
     return get_manual_retriever()
 

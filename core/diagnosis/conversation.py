@@ -13,8 +13,8 @@ from typing import Any, MutableSequence
 from core.diagnosis import view
 from core.diagnosis.models import ChatRequest, ChatResponse
 from core.diagnosis.service import ChatService
+from core.diagnosis.stored_sessions import StoredSessionStore
 from core.store.chat_sync import sync_chat
-from core.store.sessions import StoredSessionStore
 from core.store.store import Store
 
 

@@ -18,10 +18,10 @@ from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import SessionState
 from core.diagnosis.rag import MAX_QUERY_CHARS, RagAnswer, RagHit, grounded_sources, rag_context, relative_cut
 from core.engine import structured_call, text_call
-from core.pii import mask_pii
 from core.prompts import load_prompt, render
 from core.results import StructuredResult
 from core.schemas import load_schema
+from core.text.pii import mask_pii
 
 FLOW = "diagnosis"
 # Offline-policy task names (also the schema names of the structured tasks).

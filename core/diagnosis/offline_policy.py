@@ -39,9 +39,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.llm.base import LLMRequest
-from core.quoting import is_heading
 from core.diagnosis.urgency_semantic import NormalCase, confirming_hit, normal_cases
+from core.llm.base import LLMRequest
+from core.text.quoting import is_heading
 
 NORMAL_RE = re.compile(r"故障ではありません|正常な(現象|動作)|異常ではありません|問題ありません|心配ありません|安全のための仕様")
 LEVEL_RANK = {"none": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}

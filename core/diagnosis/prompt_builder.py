@@ -1,7 +1,7 @@
 """Building the diagnostic prompt (seed 000 §4 D7): recent turns, conditional instructions, the
 rendered ``prompts/diagnosis_diagnostic.md`` and the facts handed to the offline policy.
 
-Personal data in user text is masked (``core.pii.mask_pii``) before it reaches a model.
+Personal data in user text is masked (``core.text.pii.mask_pii``) before it reaches a model.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from core.diagnosis.context import Thresholds
 from core.diagnosis.models import SessionState
 from core.diagnosis.rag import RagHit, rag_context
 from core.diagnosis.urgency_rules import KeywordUrgency
-from core.pii import mask_pii
 from core.prompts import load_prompt, render
+from core.text.pii import mask_pii
 
 # Flags that switch on a conditional instruction (also passed to the offline policy).
 FLAG_SPEC_HINT = "spec_hint"

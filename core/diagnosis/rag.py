@@ -4,14 +4,14 @@ Hits with ``score > keep_score`` (0.3) are kept, one per section (long sections 
 several chunks), and only for the session's vehicle: the search is filtered by ``vehicle_id`` (when
 only make / model / year are known, by the catalogue vehicles that match them), and a hit whose
 own metadata names another vehicle, make, model or year is dropped. ``rag_context`` is the text
-embedded in the prompts (each excerpt in its own ``core.untrusted`` data block: manual text is
+embedded in the prompts (each excerpt in its own ``core.text.untrusted`` data block: manual text is
 data, never instructions), ``to_sources`` the citations put on the response. A failing retriever
 means no hits, never an exception. Queries are read up to ``MAX_QUERY_CHARS`` characters.
 
 Citation hygiene lives here, in one place:
 
 * :func:`relative_cut` — citations drop hits scoring below ``CITATION_RATIO`` × the top score
-  (tuned with ``python -m bench.citation_cut`` on ``bench/rag_queries.yaml``: see the constant);
+  (tuned with ``python -m bench.citation_cut`` on ``bench/data/rag_queries.yaml``: see the constant);
 * :func:`excerpt` — an excerpt is whole sentences (ending at 「。」「！」「？」 or a line end), never
   cut mid-sentence, without a trailing heading whose content was left out (「季節による影響」).
 """
@@ -25,8 +25,8 @@ import re2
 
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import RagSource
-from core.quoting import is_heading
-from core.untrusted import data_block
+from core.text.quoting import is_heading, join, quote, tokens
+from core.text.untrusted import data_block
 
 logger = logging.getLogger(__name__)
 
@@ -268,25 +268,19 @@ def merge_sources(answer_sources: list[RagSource] | None, sources: list[RagSourc
 
 
 def _title_share(question_tokens: set[str], title: str) -> float:
-    from core.quoting import tokens
-
     words = tokens(title)
     return len(words & question_tokens) / len(words) if words else 0.0
 
 
 def offline_answer(request: Any) -> dict[str, Any]:
     """Offline policy of the ``rag_answer`` task: the whole sentences of the best section (score, plus
-    a bonus for title words in the question) that answer the question (``core.quoting``), with the
+    a bonus for title words in the question) that answer the question (``core.text.quoting``), with the
     citation; the NO_RAG answer when nothing was found."""
-    from core.quoting import join, quote
-
     ctx = request.context or {}
     question = str(ctx.get("question") or "")
     hits = [h for h in ctx.get("hits") or [] if h.get("text")]
     if not hits:
         return {"answer": NO_RAG_ANSWER, "sources": []}
-    from core.quoting import tokens
-
     asked = tokens(question[:MAX_QUERY_CHARS])
     # retrieval score, plus up to 0.5 when the section title's words are in the question
     preferred = [h for h in hits if h.get("section_id") and h.get("section_id") == ctx.get("preferred_section_id")]

@@ -20,7 +20,7 @@ from core.diagnosis.models import ChatRequest, ChatResponse
 from core.diagnosis.service import ChatService
 from core.engine import RetryPolicy
 from core.llm.base import LLMRequest, LLMResponse, ProviderError
-from core.pii import mask_pii
+from core.text.pii import mask_pii
 
 FAULTS = ("model_error", "retriever_error", "no_manual")
 

@@ -1,6 +1,6 @@
 """``ChatService`` (seed 000 §1): get or create the session → ``process_step`` → store it.
 
-Typed text first passes ``core.input_gate`` (too long anywhere, no Japanese in the symptom):
+Typed text first passes ``core.text.input_gate`` (too long anywhere, no Japanese in the symptom):
 a stopped input gets the prompt on screen again with the reason as ``notice``, and nothing else runs.
 A handler that raises (a bug, not a model failure: those are handled in the steps) leaves the
 stored session unchanged and returns the last prompt with the safe fallback message.
@@ -14,15 +14,16 @@ from __future__ import annotations
 import logging
 from typing import Any, MutableSequence
 
-from core.engine import client_deadline, turn_deadline
 from core.diagnosis.context import UNSET, DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.session_store import InMemorySessionStore, SessionStore
 from core.diagnosis.state_machine import process_step
 from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
 from core.diagnosis.steps.vehicle_id import vehicle_prompt
-from core.input_gate import NOT_JAPANESE, NOT_JAPANESE_SYMPTOM
-from core.input_gate import check as check_input
+from core.engine import client_deadline, turn_deadline
+from core.llm.offline import OfflineClient
+from core.text.input_gate import NOT_JAPANESE, NOT_JAPANESE_SYMPTOM
+from core.text.input_gate import check as check_input
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ EXPIRED_NOTICE = "前回の問診は有効期限が切れたため、最初か�
 
 
 def _gate(session: SessionState, request: ChatRequest) -> ChatResponse | None:
-    """``core.input_gate`` on typed text: too long at any step; no Japanese in a symptom (FREE_TEXT).
+    """``core.text.input_gate`` on typed text: too long at any step; no Japanese in a symptom (FREE_TEXT).
     The prompt on screen stays (its buttons too) and the reason is the response's notice."""
     if request.message is None:
         return None
@@ -56,8 +57,6 @@ class ChatService:
                  **context_options: Any):
         if context is None:
             if client is None:
-                from core.llm.offline import OfflineClient
-
                 client = OfflineClient()
             context = DiagnosisContext(client=client, retriever=retriever, log=log, **context_options)
         self.ctx = context

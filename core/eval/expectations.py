@@ -2,7 +2,7 @@
 
 Known keys: step, urgency, can_drive, outcome, outcome_in, citations_min, citations_max,
 message_contains (str or list: all must appear), no_pii_in_trace (no phone / e-mail / card number
-in the trace or the debug records, via ``core.pii.find_pii``), trace_nodes_include.
+in the trace or the debug records, via ``core.text.pii.find_pii``), trace_nodes_include.
 Knowledge flow: phase, mode (a value or a list of allowed values), knowledge_fields (entry fields
 that must be non-empty), knowledge_contains / knowledge_not_contains (``{field: substring or list}``;
 field ``"*"`` means every field), confirmed (bool), turns_max (the first state, after any turn,
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from core.pii import find_pii
+from core.text.pii import find_pii
 from core.validation import ENTRY_FIELDS
 
 

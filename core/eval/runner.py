@@ -23,6 +23,9 @@ import yaml
 
 from core.eval.adapters import AdapterUnavailable, load_adapter
 from core.eval.expectations import check_expectations
+from core.llm.offline import OfflineClient
+from core.llm.registry import ProviderRegistry
+from core.llm.settings import load_settings
 
 FINAL_KEYS = ("step", "urgency", "can_drive", "citations", "message", "outcome", "phase", "mode", "knowledge",
               "confirmed")
@@ -91,12 +94,7 @@ def scenario_problems(scenario: Any) -> list[str]:
 
 def make_client(provider: str) -> Any:
     if provider == "offline":
-        from core.llm.offline import OfflineClient
-
         return OfflineClient()
-    from core.config import load_settings
-    from core.llm.registry import ProviderRegistry
-
     return ProviderRegistry(load_settings()).set_active(provider)
 
 

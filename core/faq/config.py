@@ -13,7 +13,7 @@ class FAQConfig:
     kb_backoff_max_s: float = 4.0
     top_k: int = 3                   # articles asked from the KB
     # Hits scoring below this hybrid score are ignored: core.rag's STRONG_THRESHOLD. Measured on
-    # data/faq/queries.yaml (75 answerable colloquial questions): 0.5 keeps 61 right top hits and
+    # bench/data/faq_queries.yaml (75 answerable colloquial questions): 0.5 keeps 61 right top hits and
     # loses 7; 0.6 loses 15-19 (depending on the embedder's cosine_range). core.rag's KEEP_THRESHOLD (0.3, "worth showing") let unrelated
     # articles through for questions the KB does not answer.
     min_score: float = 0.5

@@ -9,7 +9,7 @@ Outcomes per turn (``response.outcome``): ``answered`` (KB answer with citations
 failure: reason + next step), ``refused`` / ``handoff`` (policy), ``smalltalk`` (NP's non-task
 answer: greeting, thanks, questions about the bot, out-of-scope redirect).
 
-Input longer than ``core.pii.MAX_MESSAGE_CHARS`` never enters the graph (``core.input_gate``):
+Input longer than ``core.text.pii.MAX_MESSAGE_CHARS`` never enters the graph (``core.text.input_gate``):
 the turn is a ``fallback`` with the Japanese "too long" message. Questions without Japanese are
 the policy's language rule (GST), not a gate here.
 """
@@ -26,7 +26,7 @@ from core.faq.graph import Graph
 from core.faq.kb import default_kb
 from core.faq.nodes import NODES, FlowContext
 from core.faq.state import FAQState, apply_delta, clear_turn, new_state, turn_trace
-from core.input_gate import check_length
+from core.text.input_gate import check_length
 
 OUTCOMES = ("answered", "not_found", "fallback", "refused", "handoff", "smalltalk")
 
@@ -61,7 +61,7 @@ def start_session(session_id: str) -> FAQState:
 
 
 def _gated(state: FAQState, text: str, message: str) -> TurnResult:
-    """The turn of an input stopped by ``core.input_gate``: only the assistant's notice is added."""
+    """The turn of an input stopped by ``core.text.input_gate``: only the assistant's notice is added."""
     new = apply_delta(clear_turn(state), {"response.message": message, "response.citations": [],
                                           "response.outcome": "fallback",
                                           "messages": [{"role": "assistant", "content": message}]})

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from core.faq.state import FAQState, StateView, UndeclaredRead, apply_delta, expand, set_values, append_items
-from core.pii import scrub
+from core.faq.state import FAQState, StateView, UndeclaredRead, append_items, apply_delta, expand, set_values
+from core.text.pii import scrub
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from core.faq.kb import load_articles
+
 GREETING = re.compile(r"^(こんにちは|こんばんは|おはよう|はじめまして|初めまして|もしもし|やあ|どうも|hello|hi)[!！。、\s]*$|^(こんにちは|こんばんは|おはようございます)", re.I)
 THANKS = re.compile(r"(ありがとう(ございます|ございました)?|有難う(ございます|ございました)?|助かりました|助かります|わかりました|分かりました|了解)[!！。\s]*$")
 FAREWELL = re.compile(r"(さようなら|さよなら|またね|バイバイ|失礼します)[!！。\s]*$")
@@ -44,8 +46,6 @@ def normalize(text: str) -> str:
 @lru_cache(maxsize=1)
 def kb_terms() -> frozenset[str]:
     """Kanji / katakana words (2+ chars) of the KB's titles and keywords."""
-    from core.faq.kb import load_articles
-
     terms: set[str] = set()
     for article in load_articles():
         for source in (article.title, *article.keywords, article.category):

@@ -22,12 +22,13 @@ import numpy as np
 import yaml
 
 from core.paths import DATA_DIR, ROOT
+from core.text.quoting import tokens
 
 ARTICLES_PATH = DATA_DIR / "faq" / "articles.yaml"
 # Re-ranking: the retriever's CANDIDATES best are ordered by score + TITLE_WEIGHT × title match.
 # An article titled 「ロードサービスは24時間利用できますか？」 scored 0.87 under a battery article
 # (0.90) that merely mentions 24-hour road service; its title shares two of the question's three
-# words. Measured with ``python -m bench.faq_rank`` (110 answerable queries of data/faq/queries.yaml),
+# words. Measured with ``python -m bench.faq_rank`` (110 answerable queries of bench/data/faq_queries.yaml),
 # weight 0 → 0.3: top-1 0.900 → 0.909, recall@3 0.982 → 0.973, recall@5 1.000 → 1.000, MRR 0.942 →
 # 0.946; 0.4 and above lose top-1 (short titles start to win on one shared word).
 CANDIDATES = 8
@@ -111,17 +112,15 @@ class CachedEmbedder:
 
 def hybrid_retriever(articles: list[Article]) -> Any:
     """The shared hybrid retriever over the articles (the one switch point to core.rag)."""
-    from core.rag import TextRetriever
-    from core.rag.cache import CachingEmbedder
-    from core.rag.embeddings import get_default_embedder
+    from core.rag import TextRetriever  # lazy: core.rag loads chromadb (~1.4 s), only on first retrieval
+    from core.rag.cache import CachingEmbedder  # lazy: as above
+    from core.rag.embeddings import get_default_embedder  # lazy: as above
 
     # shipped vectors (data/vectors) first, then var/cache: a fresh checkout embeds nothing
     return TextRetriever(documents(articles), embedder=CachingEmbedder(get_default_embedder()))
 
 
 def _tokens(text: str) -> set[str]:
-    from core.quoting import tokens
-
     return tokens(text[:MAX_QUERY_CHARS])
 
 

@@ -16,10 +16,10 @@ from core.faq import intent_rules, policy, replies
 from core.faq.config import FAQConfig
 from core.faq.graph import Node
 from core.faq.state import StateView, thaw
-from core.pii import mask_pii
 from core.prompts import load_prompt, render
 from core.schemas import load_schema
-from core.untrusted import data_block
+from core.text.pii import mask_pii
+from core.text.untrusted import data_block
 
 TASK_NODES = ("GE", "TOOL", "NLG")
 NON_TASK = ("oos", "question")

@@ -4,7 +4,7 @@
 * ``plan_tool`` (task ``faq_plan``): always ``kb_search`` with the intent's query.
 * ``answer`` (task ``faq_answer``): an extractive answer — the sentences of the top article that
   share the most words with the question, whole (a list's lead sentence with its matching items,
-  never an item alone: :mod:`core.quoting`), then
+  never an item alone: :mod:`core.text.quoting`), then
   「詳しくは kb:012「…」をご覧ください。」; a second article is cited when it is nearly as
   relevant and about the same subject. Citations are only ids that were retrieved.
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import quoting
 from core.faq.intent_rules import classify
 from core.llm.base import LLMRequest
+from core.text import quoting
 
 
 def classify_intent(request: LLMRequest) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def best_sentences(body: str, query: str, limit: int = 2, question: str = "") ->
     search ``query`` (once: a follow-up's query also carries the earlier topic), in document order;
     a sentence introducing a list brings the items that match (all of them when none does), a
     matching item brings the sentence introducing its list — never a fragment of a list
-    (:func:`core.quoting.quote`)."""
+    (:func:`core.text.quoting.quote`)."""
     if question:
         return quoting.quote(body, question, limit=limit, extra=query)
     return quoting.quote(body, query, limit=limit)

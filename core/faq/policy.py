@@ -4,7 +4,7 @@ Rules come from ``data/faq/policy_rules.yaml``: each has ``id, category, action 
 patterns (regex), message``. The rules are tried in file order; the first rule with a matching
 pattern decides (first match wins).
 
-Matching works on :func:`core.textnorm.match_key` of the text (NFKC, no zero-width characters, no
+Matching works on :func:`core.text.normalize.match_key` of the text (NFKC, no zero-width characters, no
 whitespace or line breaks, katakana as hiragana, case-insensitive), and every pattern is folded the
 same way, so 「返 金 し て」, 「返金\nして」, 「ヘンキン」 and 「ＡＢＳ」 cannot slip past a rule. Patterns are
 compiled with re2 (linear time on any input; no look-arounds or back-references).
@@ -24,7 +24,8 @@ import re2
 import yaml
 
 from core.paths import DATA_DIR
-from core.textnorm import fold_pattern, match_key, normalize
+from core.text.input_gate import is_non_japanese
+from core.text.normalize import fold_pattern, match_key, normalize
 
 RULES_PATH = DATA_DIR / "faq" / "policy_rules.yaml"
 ACTIONS = ("refuse", "handoff")
@@ -97,21 +98,8 @@ def load_language_rule(path: Path = RULES_PATH) -> Rule | None:
     return _load(str(path))[2]
 
 
-_JAPANESE = re2.compile(r"[\p{Hiragana}\p{Katakana}\p{Han}ー々〆]")
-_WORD = re2.compile(r"\pL{2,}")
-
-
-def is_non_japanese(text: str) -> bool:
-    """True for a question written without any Japanese: two or more words, or one of 4+ letters
-    (「hello」, 「Can I get a refund?」, 「환불해 주세요」); 「ABS」 or 「P0301」 alone are not."""
-    if _JAPANESE.search(text):
-        return False
-    words = [m.group() for m in _WORD.finditer(text[:2000])][:3]
-    return len(words) >= 2 or any(len(w) >= 4 for w in words)
-
-
 def check(text: str, rules: list[Rule] | None = None) -> PolicyDecision:
-    """The first rule matching ``text`` (as :func:`core.textnorm.match_key` reads it), then the
+    """The first rule matching ``text`` (as :func:`core.text.normalize.match_key` reads it), then the
     language rule for a question without Japanese, or ``ALLOWED``."""
     key = match_key(text or "")
     for rule in load_rules() if rules is None else rules:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, MutableSequence, Sequence
 
 from core.knowledge.session import TurnOutcome, resend, submit_turn
+from core.schema_versions import upgrade_chat
 from core.store.chat_sync import sync_chat
 from core.store.store import Store
 
@@ -24,8 +25,6 @@ class KnowledgeConversations:
 
     def load(self, conversation_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(chat, knowledge outputs) as stored; turns of an older schema version are upgraded for display."""
-        from core.schema_versions import upgrade_chat
-
         return upgrade_chat(self.store.chat_entries(conversation_id)), self.store.conversation_outputs(conversation_id)
 
     def submit(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],

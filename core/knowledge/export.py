@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from core.debuglog import KNOWN_SECRETS
-from core.pii import mask_pii, redact_secrets
-from core.validation import ENTRY_FIELDS as SCHEMA_FIELDS
+from core.text.pii import clean_text
+from core.validation import ENTRY_FIELDS
 
-# the entry schema's fields (core.validation), title first: the order of the library, its exports and the store
-ENTRY_FIELDS = ("knowledge_title", *(f for f in SCHEMA_FIELDS if f != "knowledge_title"))
 META_FIELDS = ("id", "status", "version", "conversation_id", "created_by_label", "created_at", "updated_by_label",
                "updated_at", "confirmed_by", "confirmed_at")
 CSV_HEADERS = {"id": "No.", "status": "状態", "version": "版", "knowledge_title": "タイトル", "contract_type": "契約類型",
@@ -22,12 +19,6 @@ CSV_HEADERS = {"id": "No.", "status": "状態", "version": "版", "knowledge_tit
                "clause_sample": "条文例", "conversation_id": "会話ID", "created_by_label": "作成者",
                "created_at": "作成日時", "updated_by_label": "更新者", "updated_at": "更新日時",
                "confirmed_by": "確定者", "confirmed_at": "確定日時"}
-
-
-def clean_text(text: Any, *, keep_personal_data: bool = False) -> str:
-    """Secrets always removed; personal data masked unless ``keep_personal_data``."""
-    value = redact_secrets(str(text or ""), tuple(KNOWN_SECRETS))
-    return value if keep_personal_data else mask_pii(value)
 
 
 def clean_entry(entry: Mapping[str, Any], *, keep_contract_text: bool = False) -> dict[str, Any]:

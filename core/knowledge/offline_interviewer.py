@@ -15,7 +15,7 @@ from typing import Any
 
 from core.llm.base import LLMRequest
 from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
-from core.untrusted import OPEN, strip_markers
+from core.text.untrusted import OPEN, strip_markers
 
 CONTRACT_TYPES = (
     "秘密保持契約", "業務委託契約", "請負契約", "準委任契約", "売買契約", "取引基本契約", "ライセンス契約",

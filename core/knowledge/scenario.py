@@ -7,7 +7,7 @@ drafted knowledge recorded in the library), against a temporary SQLite
 
 - ``{message: "...", attachments: [path, ...]}`` — one user turn; attachment paths are relative to
   the scenario file (and must stay inside its directory), read through
-  :func:`core.attachments.extract_document`; unreadable files are left out, as the page does;
+  :func:`core.documents.extract_document`; unreadable files are left out, as the page does;
 - ``{action: confirm}`` — the scenario operator (``Identity(name="eval")``) confirms the
   conversation's current draft entries in the library.
 
@@ -23,11 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from core.attachments import extract_document
+from core.documents import extract_document
 from core.identity import Identity
 from core.knowledge.conversation import KnowledgeConversations
 from core.knowledge.session import current_state
-from core.store.store import ENTRY_FIELDS, Store
+from core.store.store import Store
+from core.validation import ENTRY_FIELDS
 
 OPERATOR = Identity(name="eval")
 MAX_ATTACHMENTS_PER_TURN = 5

@@ -12,13 +12,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, MutableSequence, Sequence
 
-from core.attachments import ExtractedDocument
 from core.debuglog import CallTags
+from core.documents import ExtractedDocument
 from core.engine import RetryPolicy
 from core.ids import new_id
-from core.input_gate import check_length
 from core.knowledge.turn import build_user_payload, call_llm, entry_schema, system_prompt, turn_schema
 from core.results import INPUT_TOO_LONG, TurnResult
+from core.text.input_gate import check_length
 
 
 @dataclass
@@ -46,7 +46,7 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
                 documents: Sequence[ExtractedDocument], client: Any, *, log: MutableSequence[dict[str, Any]] | None = None,
                 session_id: str = "", retry: RetryPolicy | None = None) -> TurnOutcome:
     """Append the user's turn, call the model, append the reply (or the failure). Never raises.
-    Text over ``core.pii.MAX_MESSAGE_CHARS`` (``core.input_gate``) is not sent: the turn fails at
+    Text over ``core.text.pii.MAX_MESSAGE_CHARS`` (``core.text.input_gate``) is not sent: the turn fails at
     once with the Japanese "too long" message (``error_type`` ``input_too_long``); both entries are
     marked ``gated`` (shown, never sent to the model, nothing to resend)."""
     gate = check_length(user_text)

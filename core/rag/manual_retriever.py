@@ -31,14 +31,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from core.documents import extract_document, paragraphs_from_lines
 from core.paths import DATA_DIR
-from core.rag import cache, snapshot
+from core.rag import cache, embeddings, snapshot
 from core.rag.bm25 import BM25Index, Vocabulary
 from core.rag.chunks import CHUNKER_VERSION, document_chunks, manual_chunks
 from core.rag.hybrid import CANDIDATE_K, RRF_K, fuse, top_k
-from core.rag.ja_tokens import get_tokenizer
 from core.rag.records import Chunk, IngestReport, RetrievedChunk
 from core.rag.store import ChromaStore
+from core.text.ja_tokens import get_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +52,11 @@ def manual_hash(raw: bytes) -> str:
 
 
 def _pdf_pages(name: str, data: bytes, password: str | None) -> tuple[list[list[str]], Any]:
-    from core.attachments import extract_document
-
     doc = extract_document(name, data, password=password)
     if doc.error:
         return [], doc
     page_texts = list(getattr(doc, "page_texts", None) or [])
     if page_texts:
-        try:
-            from core.attachments import paragraphs_from_lines
-        except ImportError:  # pragma: no cover - older attachments module
-            def paragraphs_from_lines(text: str) -> list[str]:
-                return [p.strip() for p in text.split("\n\n") if p.strip()]
         return [paragraphs_from_lines(t) for t in page_texts], doc
     return [list(doc.paragraphs)], doc
 
@@ -94,9 +88,7 @@ class ManualRetriever:
             self.embedder = embedder or store.embedder
         else:
             if embedder is None:
-                from core.rag.embeddings import get_default_embedder
-
-                embedder = get_default_embedder()
+                embedder = embeddings.get_default_embedder()
             self.embedder = embedder
             kwargs = {"base_name": collection} if collection else {}
             self.store = ChromaStore(client=store, embedder=embedder, **kwargs)

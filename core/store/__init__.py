@@ -1,9 +1,10 @@
 """The shared store (SQLAlchemy Core + Alembic): SQLite embedded by default, PostgreSQL for replicas.
 
 Modules: ``tables`` (the tables, declared once), ``db`` (engine URL, SQLite pragmas, migrations),
-``store`` (``Store`` / ``get_store``: conversations, turns, knowledge library, bookings, debug records,
-audit log), ``chat_sync`` (write-through of a page's chat list), ``sessions`` (the diagnosis
-``SessionStore`` on top of it), ``debug_sink`` (debug records written to the store).
+``store`` (``Store`` / ``get_store``, assembled from ``conversations``, ``library``, ``bookings`` and
+``debug_records`` over ``base``: engine, transactions, actors, audit log), ``chat_sync`` (write-through of
+a page's chat list), ``debug_sink`` (debug records written to the store), ``prompt_versions``.
+The diagnosis flow keeps its sessions here through ``core.diagnosis.stored_sessions``.
 """
 from core.store.store import Store, get_store
 

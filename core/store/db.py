@@ -15,6 +15,7 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
+from core.ids import new_id
 from core.paths import ROOT
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -95,8 +96,6 @@ def redact_url(url: str) -> str:
 def create_scratch_database(admin_url: str, prefix: str = "kaiwa") -> str:
     """A new, empty PostgreSQL database in the cluster ``admin_url`` reaches (``<prefix>_<random>``),
     for a test or a benchmark run; returns its URL. :func:`drop_database` removes it."""
-    from core.ids import new_id
-
     name = f"{prefix}_{new_id(10)}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:

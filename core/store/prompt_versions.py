@@ -11,7 +11,8 @@ from typing import Any, Callable
 from sqlalchemy import insert, select
 
 from core.store import tables as t
-from core.store.store import Store, _who, now_iso
+from core.store.base import now_iso, who
+from core.store.store import Store
 
 MAX_PROMPT_CHARS = 200_000
 
@@ -25,7 +26,7 @@ def add_prompt_version(store: Store, name: str, content: str, version: str, acto
         raise PermissionError("プロンプトの保存（prompt.write）は管理者のみ行えます。")
     if len(content) > MAX_PROMPT_CHARS:
         raise ValueError(f"プロンプトが長すぎます（上限 {MAX_PROMPT_CHARS:,} 文字）。")
-    user_id, label, _, _ = _who(actor)
+    user_id, label, _, _ = who(actor)
     stamp = now_iso()
     with store._write() as conn:
         row_id = conn.execute(insert(t.prompt_versions).values(

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from api import main as api_main
 from api.main import FALLBACK_MESSAGE, app, get_client, get_retriever, get_settings, get_store
-from core.config import Settings
 from core.llm.offline import OfflineClient
+from core.llm.settings import Settings
 from core.paths import ROOT
 from core.store.store import Store
 from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever

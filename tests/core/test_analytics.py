@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
-import core.store.store as store_module
+import core.store.base as store_base
 from core import analytics as a
 from core.identity import OPERATOR, Identity
 from core.store.chat_sync import sync_chat
@@ -33,7 +33,7 @@ def store(request, tmp_path):
 def clock(monkeypatch):
     """The store's timestamps, set by the test."""
     now = {"iso": DAY1}
-    monkeypatch.setattr(store_module, "now_iso", lambda: now["iso"])
+    monkeypatch.setattr(store_base, "now_iso", lambda: now["iso"])
     return now
 
 

@@ -1,13 +1,21 @@
 """In-memory extraction of PDF / DOCX / text uploads, on real-world and generated files."""
+import hashlib
 from pathlib import Path
 
 import pytest
 
-import hashlib
-
-from core import attachments
-from core.attachments import (CACHE_ENTRIES, MAX_CHARS, MAX_UPLOAD_BYTES, ExtractedDocument, clear_cache,
-                              extract_cached, extract_document, paragraphs_from_lines)
+from core.documents import (
+    MAX_CHARS,
+    MAX_UPLOAD_BYTES,
+    ExtractedDocument,
+    budget,
+    cache,
+    clear_cache,
+    extract_cached,
+    extract_document,
+    paragraphs_from_lines,
+)
+from core.documents.budget import CACHE_ENTRIES
 from tests.helpers.documents import make_docx, make_pdf
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "pdf-samples"
@@ -111,13 +119,13 @@ def test_metadata_names_size_pages_and_hash_but_never_the_text():
 def counted(monkeypatch):
     clear_cache()
     calls: list[tuple[str, str | None]] = []
-    real = attachments.extract_document
+    real = cache.extract_document
 
     def counting(name, data, password=None, **kwargs):
         calls.append((name, password))
         return real(name, data, password, **kwargs)
 
-    monkeypatch.setattr(attachments, "extract_document", counting)
+    monkeypatch.setattr(cache, "extract_document", counting)
     yield calls
     clear_cache()
 
@@ -145,9 +153,9 @@ def test_cache_hit_under_another_name_is_an_independent_copy(counted):
 def test_cache_keeps_no_bytes_no_password_and_is_bounded(counted):
     for i in range(CACHE_ENTRIES + 8):
         extract_cached(f"{i}.txt", f"第{i}条（目的）本契約は定める。".encode())
-    assert len(attachments._cache) == CACHE_ENTRIES
+    assert len(cache._cache) == CACHE_ENTRIES
     extract_cached("locked.pdf", sample("libreoffice-writer-password.pdf"), "openpassword")
-    for key, doc in attachments._cache.items():
+    for key, doc in cache._cache.items():
         assert isinstance(doc, ExtractedDocument) and "openpassword" not in repr(key)
         assert not any(isinstance(value, (bytes, bytearray, memoryview)) for value in vars(doc).values())
     extract_cached("0.txt", "第0条（目的）本契約は定める。".encode())  # evicted first: extracted again
@@ -155,12 +163,12 @@ def test_cache_keeps_no_bytes_no_password_and_is_bounded(counted):
 
 
 def test_cache_is_bounded_by_characters_too(counted, monkeypatch):
-    monkeypatch.setattr(attachments, "CACHE_CHARS", 5_000)
+    monkeypatch.setattr(budget, "CACHE_CHARS", 5_000)
     for i in range(5):
         extract_cached(f"{i}.txt", (f"{i}" + "あ" * 1_000 + "。\n").encode())
-    assert 0 < attachments._cache_chars <= 5_000 and len(attachments._cache) < 5
+    assert 0 < cache._cache_chars <= 5_000 and len(cache._cache) < 5
 
 
 def test_oversized_files_are_not_cached(counted):
     extract_cached("big.txt", b"a" * (MAX_UPLOAD_BYTES + 1))
-    assert len(attachments._cache) == 0
+    assert len(cache._cache) == 0

@@ -1,8 +1,8 @@
 """Settings and provider registry: offline without a key, OpenAI-compatible with one."""
-from core.config import load_settings
 from core.llm.offline import OfflineClient
 from core.llm.openai_compat import OpenAICompatibleClient
 from core.llm.registry import ProviderRegistry, describe
+from core.llm.settings import load_settings
 
 
 def test_no_key_means_offline():

@@ -5,10 +5,10 @@ import httpx
 import openai
 import pytest
 
-from core import ScriptedClient, call_llm
 from core.engine import RetryPolicy, structured_call
-from core.knowledge.turn import entry_schema, system_prompt, turn_schema
+from core.knowledge.turn import call_llm, entry_schema, system_prompt, turn_schema
 from core.llm.base import LLMResponse
+from core.llm.scripted import ScriptedClient
 from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
 
 GOOD = json.dumps({"control": {"schema_version": "1.0", "mode": "interview"},
@@ -36,7 +36,7 @@ def test_ok_first_try_builds_the_seed_message_stack():
     messages = client.requests[0].messages
     assert [m["role"] for m in messages] == ["system", "assistant", "user", "assistant", "user"]
     few_shot = json.loads(messages[1]["content"])
-    from core import parse_and_validate_turn
+    from core.validation import parse_and_validate_turn
     assert parse_and_validate_turn(messages[1]["content"], turn_schema(), entry_schema()).ok, few_shot
     assert messages[-1]["content"] == ("ユーザー指示:\n事例です\n\n添付テキスト:\n<<<DOCUMENT>>>\n【a.txt】\n第1条（目的）\n"
                                        "<<<END DOCUMENT>>>")
@@ -153,7 +153,7 @@ def test_refusal_is_a_typed_failure():
 
 
 def test_debug_records_one_per_call_without_secrets_or_pii():
-    from core.debuglog import KNOWN_SECRETS
+    from core.text.pii import KNOWN_SECRETS
     KNOWN_SECRETS.add("my-secret-key-123456")
     log = []
     client = ScriptedClient(["not json", GOOD])
@@ -235,7 +235,7 @@ def test_the_deadline_clips_the_last_request_and_ends_with_the_typed_error():
 
 
 def test_retry_after_replaces_backoff_is_capped_and_counts_against_the_deadline():
-    from core import ProviderError
+    from core.llm.base import ProviderError
     clock = FakeClock()
     policy = RetryPolicy(sleep=clock.sleep, clock=clock, max_retry_after=20)
     busy = ProviderError("rate_limit", "429", 429, retry_after=7.0)

@@ -9,8 +9,8 @@ from jsonschema import Draft202012Validator
 
 from core.knowledge.turn import entry_schema, turn_schema
 from core.parsing import parse_structured_output, parse_with_stage
-from core.pii import find_pii, find_spans, mask_text, scrub
 from core.schemas import load_schema
+from core.text.pii import find_pii, find_spans, mask_text, scrub
 from core.validation import parse_and_validate_turn, validate_json
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

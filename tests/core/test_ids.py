@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from core.ids import new_id
-from core.pii import find_pii, mask_pii
+from core.text.pii import find_pii, mask_pii
 
 
 def test_ids_have_the_asked_length_and_a_url_safe_alphabet():

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from core import ScriptedClient
-from core.input_gate import NOT_JAPANESE, check, check_length, is_not_japanese
-from core.pii import MAX_MESSAGE_CHARS
+from core.llm.scripted import ScriptedClient
+from core.text.input_gate import NOT_JAPANESE, check, check_length, is_not_japanese
+from core.text.pii import MAX_MESSAGE_CHARS
 
 sys.path.insert(0, str(Path(__file__).parent / "diagnosis"))
 sys.path.insert(0, str(Path(__file__).parent / "faq"))

@@ -1,4 +1,4 @@
-"""core.markup: model / document text renders as markdown with nothing that fetches or links.
+"""core.text.markup: model / document text renders as markdown with nothing that fetches or links.
 
 The rendered checks parse the output again with markdown-it (CommonMark + tables) as a stand-in for
 Streamlit's renderer and look at the HTML, and at the unescaped text a GFM autolinker would scan.
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from core.markup import MAX_INPUT_CHARS, neutralise_urls, safe_markdown, safe_text
+from core.text.markup import MAX_INPUT_CHARS, neutralise_urls, safe_markdown, safe_text
 
 RENDERER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 TAG = re.compile(r"<[^<>]{0,200}>")

@@ -1,8 +1,7 @@
 """parse_structured_output: direct → code block → brace extraction, objects only."""
 import pytest
 
-from core import parse_structured_output
-from core.parsing import STAGE_BRACES, STAGE_CODE_BLOCK, STAGE_DIRECT, parse_with_stage
+from core.parsing import STAGE_BRACES, STAGE_CODE_BLOCK, STAGE_DIRECT, parse_structured_output, parse_with_stage
 
 CASES = [
     ('{"a": 1}', {"a": 1}, STAGE_DIRECT),

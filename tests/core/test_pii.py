@@ -1,7 +1,7 @@
 """Personal data and secrets are masked; ordinary numbers are not."""
 import pytest
 
-from core.pii import find_pii, mask_pii, redact_secrets, scrub
+from core.text.pii import find_pii, mask_pii, redact_secrets, scrub
 
 
 @pytest.mark.parametrize("text,label", [
@@ -113,7 +113,7 @@ def test_scrub_is_idempotent_and_redact_secrets_leaves_personal_data():
 
 
 def test_redact_url_hides_credentials():
-    from core.pii import redact_url
+    from core.text.pii import redact_url
 
     assert redact_url("https://user:pa%40ss@api.example.com/v1?api-key=abc&x=1") == \
         "https://***@api.example.com/v1?api-key=***&x=1"
@@ -124,7 +124,7 @@ def test_redact_url_hides_credentials():
 
 
 def test_message_length_check():
-    from core.pii import MAX_MESSAGE_CHARS, check_message_length
+    from core.text.pii import MAX_MESSAGE_CHARS, check_message_length
 
     assert check_message_length("あ" * MAX_MESSAGE_CHARS) is None and check_message_length(None) is None
     message = check_message_length("あ" * 30000)

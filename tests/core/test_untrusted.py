@@ -1,4 +1,4 @@
-"""core.untrusted: document text goes to the model inside one data block it cannot close or fake."""
+"""core.text.untrusted: document text goes to the model inside one data block it cannot close or fake."""
 from __future__ import annotations
 
 import time
@@ -6,7 +6,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.untrusted import CLOSE, OPEN, data_block, neutralise_delimiters, strip_markers
+from core.text.untrusted import CLOSE, OPEN, data_block, neutralise_delimiters, strip_markers
 
 
 def test_runs_of_three_or_more_angle_brackets_are_neutralised():

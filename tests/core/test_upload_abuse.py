@@ -18,11 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from core import attachments
-from tests.helpers.documents import pdf_from_objects
-from core.attachments import (MAX_CHARS_PER_DOCUMENT, MAX_CHARS_PER_PAGE, MAX_DOCX_PARAGRAPHS, MAX_UPLOAD_BYTES,
-                              extract_document)
-from tests.helpers.documents import make_docx, make_pdf
+from core.documents import (
+    MAX_CHARS_PER_DOCUMENT,
+    MAX_CHARS_PER_PAGE,
+    MAX_DOCX_PARAGRAPHS,
+    MAX_UPLOAD_BYTES,
+    budget,
+    extract_document,
+)
+from tests.helpers.documents import make_docx, make_pdf, pdf_from_objects
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "pdf-samples"
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -270,7 +274,7 @@ def test_pdf_limit_reached_in_the_page_tree_is_a_japanese_error():
 
 
 def test_pdf_text_is_capped_per_page_and_document(monkeypatch):
-    monkeypatch.setattr(attachments, "MAX_CHARS_PER_DOCUMENT", 1_000)
+    monkeypatch.setattr(budget, "MAX_CHARS_PER_DOCUMENT", 1_000)
     data = make_pdf([[f"Line {p}-{i} of a long contract page." for i in range(40)] for p in range(6)])
     doc = extract_document("long.pdf", data)
     assert doc.ok and sum(len(t) for t in doc.page_texts) <= 1_000
@@ -287,7 +291,7 @@ def test_pdf_page_with_too_many_characters_is_cut_with_one_warning():
 
 
 def test_pdf_pages_over_the_limit_are_left_out(monkeypatch):
-    monkeypatch.setattr(attachments, "MAX_PAGES", 3)
+    monkeypatch.setattr(budget, "MAX_PAGES", 3)
     doc = extract_document("pages.pdf", make_pdf([[f"Page {i}."] for i in range(5)]))
     assert doc.ok and doc.pages == 5 and len(doc.page_texts) == 3
     assert any("先頭 3 ページ" in w for w in doc.warnings)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from core import parse_and_validate_turn
 from core.knowledge.turn import entry_schema, turn_schema
+from core.validation import parse_and_validate_turn
 
 ENTRY = {"contract_type": "業務委託契約", "knowledge_title": "損害賠償の上限", "target_clause": "第8条（損害賠償）",
          "review_points": "上限がない", "action_plan": "委託料総額を上限にする", "clause_sample": "甲及び乙は…"}

@@ -24,24 +24,66 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from core.diagnosis import llm_calls
-from core.diagnosis.actions import (ANSWER, DONT_KNOW, DONT_KNOW_LABEL, FREE_INPUT, RESOLUTION_CHOICES, RESOLVED,
-                                    RESTART, RESTART_CHOICES, SPEC_CHOICES, SPEC_FEEDBACK)
-from core.diagnosis.catalog import find_vehicle
+from core.diagnosis.actions import (
+    ANSWER,
+    DONT_KNOW,
+    DONT_KNOW_LABEL,
+    FREE_INPUT,
+    RESOLUTION_CHOICES,
+    RESOLVED,
+    RESTART,
+    RESTART_CHOICES,
+    SPEC_CHOICES,
+    SPEC_FEEDBACK,
+)
 from core.diagnosis.context import DiagnosisContext
-from core.diagnosis.guards import (append_default_choices, attach_icons, is_duplicate_question, is_irrelevant_topic,
-                                   is_waiting_message, raise_for_coverage)
-from core.diagnosis.models import (ChatRequest, ChatResponse, ChatStep, ChoiceJudgmentInfo, PromptInfo, RagSource,
-                                   SessionState)
-from core.diagnosis.prompt_builder import (FLAG_FORCE_ANSWER, FLAG_RESTRICT_TOPIC, build_additional_instructions,
-                                           build_diagnostic_messages, build_summary_messages, policy_context)
+from core.diagnosis.guards import (
+    append_default_choices,
+    attach_icons,
+    is_duplicate_question,
+    is_irrelevant_topic,
+    is_waiting_message,
+    raise_for_coverage,
+)
+from core.diagnosis.models import (
+    ChatRequest,
+    ChatResponse,
+    ChatStep,
+    ChoiceJudgmentInfo,
+    PromptInfo,
+    RagSource,
+    SessionState,
+)
+from core.diagnosis.prompt_builder import (
+    FLAG_FORCE_ANSWER,
+    FLAG_RESTRICT_TOPIC,
+    build_additional_instructions,
+    build_diagnostic_messages,
+    build_summary_messages,
+    policy_context,
+)
 from core.diagnosis.rag import RagHit, merge_sources, rag_search_many, to_sources
 from core.diagnosis.steps import reservation
-from core.diagnosis.steps.common import (FALLBACK_MESSAGE, action_of, add_user, apply_keyword_urgency,
-                                         choice_from_text, raise_urgency, respond, save_snapshot)
+from core.diagnosis.steps.common import (
+    FALLBACK_MESSAGE,
+    action_of,
+    add_user,
+    apply_keyword_urgency,
+    choice_from_text,
+    raise_urgency,
+    respond,
+    save_snapshot,
+)
 from core.diagnosis.steps.urgency import handle_urgency_check
 from core.diagnosis.urgency_rules import KeywordUrgency
-from core.diagnosis.urgency_semantic import (as_context, assess, confirm_by_conversation, normal_answer_blocked,
-                                             normal_cases)
+from core.diagnosis.urgency_semantic import (
+    as_context,
+    assess,
+    confirm_by_conversation,
+    normal_answer_blocked,
+    normal_cases,
+)
+from core.vehicles import find_vehicle
 
 ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
 FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"

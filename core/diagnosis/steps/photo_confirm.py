@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from core.diagnosis.actions import CONFIRM_PHOTO, PHOTO_CHOICES
-from core.diagnosis.catalog import find_vehicle
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.steps.common import chosen_value, respond
 from core.diagnosis.steps.vehicle_id import photo_prompt, vehicle_prompt
+from core.vehicles import find_vehicle
 
 SYMPTOM_QUESTION = ("どのような症状がありますか？いつ・どんなときに起きるかも含めて、できるだけ具体的に教えてください。"
                     "（例: 「エンジン警告灯がついた」「ブレーキを踏むとキーキー鳴る」）")

@@ -18,8 +18,8 @@ from core.diagnosis.rag import citation, rag_context, rag_search, to_sources
 from core.diagnosis.steps import diagnosing
 from core.diagnosis.steps.common import add_user, chosen_value, respond
 from core.diagnosis.urgency_semantic import as_context, assess, normal_answer_blocked
-from core.pii import mask_pii
 from core.prompts import load_prompt, render
+from core.text.pii import mask_pii
 
 RESOLVED_MESSAGE = "解決してよかったです。ほかにも気になる点があれば、新しい問診でお気軽にご相談ください。"
 

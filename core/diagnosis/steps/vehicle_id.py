@@ -2,10 +2,18 @@
 from __future__ import annotations
 
 from core.diagnosis.actions import CONFIRM_PHOTO, PHOTO_CHOICES, SELECT_VEHICLE
-from core.diagnosis.catalog import Vehicle, find_vehicle
 from core.diagnosis.context import DiagnosisContext
-from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, Choice, ChoiceJudgmentInfo, PromptInfo, SessionState
+from core.diagnosis.models import (
+    ChatRequest,
+    ChatResponse,
+    ChatStep,
+    Choice,
+    ChoiceJudgmentInfo,
+    PromptInfo,
+    SessionState,
+)
 from core.diagnosis.steps.common import action_of, choice_from_text, respond
+from core.vehicles import Vehicle, find_vehicle
 
 WELCOME = "車両問診を始めます。お乗りのお車を選んでください。"
 

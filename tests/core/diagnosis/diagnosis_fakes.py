@@ -7,10 +7,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from core.diagnosis.catalog import default_catalog
 from core.llm.base import LLMRequest, LLMResponse
 from core.llm.offline import OfflineClient
 from core.paths import ROOT
+from core.vehicles import default_catalog
 
 MIRAI = "kaiwa-mirai-hv-2022"
 TREK = "kaiwa-trek-4wd-2020"

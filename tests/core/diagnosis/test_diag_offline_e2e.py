@@ -7,7 +7,7 @@ from diagnosis_fakes import MIRAI, TREK
 
 from core.diagnosis.scenario import run_scenario
 from core.llm.offline import OfflineClient
-from core.pii import find_pii
+from core.text.pii import find_pii
 
 PHONE = "090-1234-5678"
 

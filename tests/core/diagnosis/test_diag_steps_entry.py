@@ -4,9 +4,9 @@ from __future__ import annotations
 from diagnosis_fakes import MIRAI, TREK, FakeRetriever, Hit, TaskClient, diag
 
 from core.diagnosis import ChatRequest, ChatStep
-from core.diagnosis.catalog import default_catalog
 from core.diagnosis.steps.free_text import handle_free_text
 from core.llm.scripted import ScriptedClient
+from core.vehicles import default_catalog
 
 
 def test_start_lists_catalog_vehicles_with_picture(driver):

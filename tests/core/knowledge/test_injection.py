@@ -2,12 +2,12 @@
 interview turn stays schema-valid with a legal phase."""
 from __future__ import annotations
 
-from core.attachments import extract_document
+from core.documents import extract_document
 from core.knowledge.session import submit_turn
 from core.knowledge.turn import entry_schema, turn_schema
-from tests.helpers.clients import RecordingClient
-from core.untrusted import CLOSE, OPEN
+from core.text.untrusted import CLOSE, OPEN
 from core.validation import parse_and_validate_turn
+from tests.helpers.clients import RecordingClient
 from tests.helpers.documents import make_docx
 
 SECRET = "SECRET-TOKEN-4711"

@@ -5,11 +5,11 @@ import re
 
 import pytest
 
-from core.attachments import extract_document
+from core.documents import extract_document
 from core.knowledge.offline_interviewer import auto_title, collect_facts, review_summary, split_labelled
 from core.knowledge.session import submit_turn
 from core.llm.offline import OfflineClient
-from core.markup import safe_markdown
+from core.text.markup import safe_markdown
 
 DAMAGES = [
     "業務委託契約の第8条（損害賠償）で、賠償額の上限がなく揉めました。",

@@ -1,5 +1,5 @@
 """The offline interviewer runs a real interview to a complete, schema-valid knowledge entry."""
-from core.attachments import extract_document
+from core.documents import extract_document
 from core.knowledge.session import submit_turn
 from core.llm.offline import OfflineClient
 from tests.helpers.documents import make_docx

@@ -1,10 +1,10 @@
 """Console session flow: failures keep the user's input and can be resent."""
 import json
 
-from core import ScriptedClient
-from core.attachments import extract_document
+from core.documents import extract_document
 from core.knowledge.export import entries_csv
 from core.knowledge.session import current_state, history_for_model, resend, submit_turn, turns_jsonl
+from core.llm.scripted import ScriptedClient
 
 TURN = {"control": {"schema_version": "1.0", "mode": "finalize"},
         "state": {"phase": "draft_knowledge", "missing_info": []}, "assistant_message": "草案です",

@@ -4,8 +4,7 @@ import json
 import httpx
 import pytest
 
-from core import call_llm
-from core.knowledge.turn import entry_schema, system_prompt, turn_schema
+from core.knowledge.turn import call_llm, entry_schema, system_prompt, turn_schema
 from core.llm.openai_compat import OpenAICompatibleClient
 from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
 

@@ -9,14 +9,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core import call_llm
-from core.config import load_settings
-from core.debuglog import KNOWN_SECRETS
+from core.knowledge.turn import call_llm, entry_schema, system_prompt, turn_schema
 from core.llm.base import ProviderError
-from core.knowledge.turn import entry_schema, system_prompt, turn_schema
 from core.llm.openai_compat import parse_completion
 from core.llm.registry import ProviderRegistry
+from core.llm.settings import load_settings
 from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
+from core.text.pii import KNOWN_SECRETS
 from tests.fakes.openai_server import DEFAULT_TURN, Fault
 
 CHAIN = (STRUCTURED_OUTPUT, TOOL_CALL, PROMPT_EXTRACT)

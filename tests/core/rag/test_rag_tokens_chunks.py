@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from core.rag.chunks import (MAX_CHARS, document_chunks, infer_content_type, infer_has_warning,
-                             manual_chunks, split_text)
-from core.rag.hybrid import fuse
-from core.rag.ja_tokens import JapaneseTokenizer, get_tokenizer
 from rag_helpers import tiny_manual
+
+from core.rag.chunks import MAX_CHARS, document_chunks, infer_content_type, infer_has_warning, manual_chunks, split_text
+from core.rag.hybrid import fuse
+from core.text.ja_tokens import JapaneseTokenizer, get_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +111,7 @@ def test_long_input_is_tokenised_in_pieces_without_sudachi_error(tok):
 
 
 def test_pieces_respect_the_byte_limit_and_end_at_sentences():
-    from core.rag.ja_tokens import PIECE_BYTES, pieces
+    from core.text.ja_tokens import PIECE_BYTES, pieces
 
     text = "ブレーキを踏むと音がする。" * 3000 + "改行なしの長い文" * 4000
     parts = pieces(text)
@@ -123,7 +122,7 @@ def test_pieces_respect_the_byte_limit_and_end_at_sentences():
 
 
 def test_input_without_sentence_ends_and_huge_input_are_bounded(tok):
-    from core.rag.ja_tokens import MAX_INPUT_CHARS
+    from core.text.ja_tokens import MAX_INPUT_CHARS
 
     assert len(tok("警" * 60_000)) > 0  # 180,000 bytes, no sentence end anywhere
     huge = "ブレーキ。" * (MAX_INPUT_CHARS // 5 + 50_000)

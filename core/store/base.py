@@ -1,0 +1,131 @@
+"""What every part of the store shares: the engine and its transactions, who did something (actors),
+JSON columns, and the audit log."""
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any, Mapping, Protocol
+
+from sqlalchemy import Engine, insert, select
+
+from core.store import tables as t
+from core.store.db import create_store_engine, default_url, migrate
+from core.text.pii import clean_text
+from core.validation import ENTRY_FIELDS
+
+ENTRY_STATUSES = ("draft", "confirmed", "archived")
+BOOKING_STATUSES = ("requested", "confirmed", "cancelled")
+FLOWS = ("knowledge", "diagnosis", "faq")
+# Chat-entry keys that hold attachment text: never stored (only the attachment metadata is).
+UNSTORED_ENTRY_KEYS = frozenset({"payload", "file_texts"})
+
+
+class Actor(Protocol):
+    """Who does something: ``core.identity.Identity`` or anything shaped like it."""
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+
+
+def loads(value: str | None, default: Any = None) -> Any:
+    if value is None:
+        return default
+    try:
+        return json.loads(value)
+    except ValueError:
+        return default
+
+
+def storable_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat entry as the store keeps it: without the attachment text (``UNSTORED_ENTRY_KEYS``)."""
+    return {k: v for k, v in entry.items() if k not in UNSTORED_ENTRY_KEYS}
+
+
+def entry_digest(entry: Mapping[str, Any]) -> str:
+    """The sha256 of the entry's stored JSON (what :meth:`Store.entry_hashes` reports for it)."""
+    return hashlib.sha256(dumps(storable_entry(entry)).encode()).hexdigest()
+
+
+def turn_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The analytic columns of a turn row that exist in the table, JSON ones serialised."""
+    values = {k: v for k, v in columns.items() if k in t.turns.c}
+    for key in ("attachments", "turn_json"):
+        if values.get(key) is not None and not isinstance(values[key], str):
+            values[key] = dumps(values[key])
+    return values
+
+
+def who(actor: Any) -> tuple[str, str, str, bool]:
+    """(user_id, label, roles, verified) of an actor; ``None`` is the system itself."""
+    if actor is None:
+        return "system", "システム", "system", True
+    if isinstance(actor, str):
+        return actor, actor, "", False
+    roles = ",".join(sorted(getattr(actor, "roles", ()) or ()))
+    return (str(getattr(actor, "user_id", "") or ""), str(getattr(actor, "label", "") or ""), roles,
+            bool(getattr(actor, "verified", False)))
+
+
+def require(actor: Any, permission: str) -> None:
+    can = getattr(actor, "can", None)
+    if callable(can) and not can(permission):
+        raise PermissionError(f"この操作（{permission}）を行う権限がありません。")
+
+
+def clean_fields(entry: Mapping[str, Any], keep_contract_text: bool, *, only_given: bool = False) -> dict[str, str]:
+    fields = [f for f in ENTRY_FIELDS if f in entry] if only_given else list(ENTRY_FIELDS)
+    return {f: clean_text(entry.get(f), keep_personal_data=keep_contract_text) for f in fields}
+
+
+class StoreBase:
+    """The engine, the transaction helpers and the audit log every part of the store writes to."""
+
+    def __init__(self, url: str | None = None, *, engine: Engine | None = None, run_migrations: bool = True):
+        self.url = url or default_url()
+        self.engine = engine or create_store_engine(self.url)
+        self._writer = self.engine.execution_options(kaiwa_write=True)
+        if run_migrations:
+            migrate(self.engine)
+
+    @staticmethod
+    def now() -> str:
+        """The time every row is stamped with (:func:`now_iso`, which a test may replace)."""
+        return now_iso()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def _write(self):
+        return self._writer.begin()
+
+    def _read(self):
+        return self.engine.connect()
+
+    # ---- audit -----------------------------------------------------------------------------------
+    def _audit(self, conn, actor: Any, action: str, target_type: str, target_id: Any, detail: Any = None) -> None:
+        user_id, label, roles, verified = who(actor)
+        conn.execute(insert(t.audit_log).values(
+            at=self.now(), actor=user_id, actor_label=label, actor_roles=roles, verified=verified, action=action,
+            target_type=target_type, target_id=str(target_id), detail=None if detail is None else dumps(detail)))
+
+    def list_audit(self, target_type: str | None = None, target_id: Any = None, limit: int = 200) -> list[dict]:
+        query = select(t.audit_log).order_by(t.audit_log.c.id.desc()).limit(limit)
+        if target_type:
+            query = query.where(t.audit_log.c.target_type == target_type)
+        if target_id is not None:
+            query = query.where(t.audit_log.c.target_id == str(target_id))
+        with self._read() as conn:
+            return [{**row._asdict(), "detail": loads(row.detail)} for row in conn.execute(query)]

@@ -1,0 +1,80 @@
+"""Bookings made from the diagnosis chat, and their status changes."""
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import and_, insert, select, update
+
+from core.store import tables as t
+from core.store.base import BOOKING_STATUSES, dumps, loads, require, who
+
+
+class BookingsStore:
+    """The bookings part of :class:`~core.store.store.Store`."""
+
+    def create_booking(self, conversation_id: str | None, *, booking_type: str, contact: Mapping[str, Any],
+                       vehicle_id: str | None = None, vehicle_label: str = "", urgency: str | None = None,
+                       can_drive: bool | None = None, symptom: str = "", actor: Any = None) -> str:
+        """A new booking (status ``requested``); the same conversation submitting the same form twice
+        gets the first booking's number back."""
+        user_id, label, _, _ = who(actor)
+        contact_json = dumps(dict(contact))
+        with self._write() as conn:
+            if conversation_id:
+                existing = conn.execute(select(t.bookings.c.number).where(and_(
+                    t.bookings.c.conversation_id == conversation_id, t.bookings.c.booking_type == booking_type,
+                    t.bookings.c.contact == contact_json, t.bookings.c.status != "cancelled"))).scalar()
+                if existing:
+                    return existing
+            stamp = self.now()
+            number = f"KW-{datetime.now(timezone.utc):%y%m%d}-{secrets.token_hex(3).upper()}"
+            conn.execute(insert(t.bookings).values(
+                number=number, conversation_id=conversation_id, vehicle_id=vehicle_id, vehicle_label=vehicle_label,
+                urgency=urgency, can_drive=can_drive, booking_type=booking_type, contact=contact_json,
+                symptom=symptom[:2000], status="requested", created_by=user_id, created_by_label=label,
+                created_at=stamp, updated_by=user_id, updated_at=stamp))
+            self._audit(conn, actor, "booking.create", "booking", number, {"type": booking_type, "urgency": urgency})
+        return number
+
+    def get_booking(self, number: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute(select(t.bookings).where(t.bookings.c.number == number)).first()
+        return {**row._asdict(), "contact": loads(row.contact, {})} if row else None
+
+    def list_bookings(self, *, status: Sequence[str] | None = None, urgency: Sequence[str] | None = None,
+                      date_from: str | None = None, date_to: str | None = None,
+                      conversation_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        """Newest first. ``date_from`` / ``date_to`` are ISO dates (UTC, inclusive)."""
+        c = t.bookings.c
+        stmt = select(t.bookings).order_by(c.created_at.desc()).limit(limit)
+        if status:
+            stmt = stmt.where(c.status.in_(list(status)))
+        if urgency:
+            stmt = stmt.where(c.urgency.in_(list(urgency)))
+        if date_from:
+            stmt = stmt.where(c.created_at >= str(date_from))
+        if date_to:
+            end = (datetime.fromisoformat(str(date_to)[:10]) + timedelta(days=1)).date().isoformat()
+            stmt = stmt.where(c.created_at < end)
+        if conversation_id:
+            stmt = stmt.where(c.conversation_id == conversation_id)
+        with self._read() as conn:
+            return [{**row._asdict(), "contact": loads(row.contact, {})} for row in conn.execute(stmt)]
+
+    def set_booking_status(self, number: str, status: str, actor: Any) -> dict[str, Any]:
+        if status not in BOOKING_STATUSES:
+            raise ValueError(status)
+        require(actor, "booking.update")
+        user_id, _, _, _ = who(actor)
+        with self._write() as conn:
+            row = conn.execute(select(t.bookings).where(t.bookings.c.number == number)).first()
+            if row is None:
+                raise KeyError(number)
+            if row.status == "cancelled" and status != "cancelled":
+                raise ValueError("キャンセル済みの予約は変更できません。")
+            conn.execute(update(t.bookings).where(t.bookings.c.number == number)
+                         .values(status=status, updated_by=user_id, updated_at=self.now()))
+            self._audit(conn, actor, f"booking.{status}", "booking", number, {"from": row.status, "to": status})
+        return self.get_booking(number) or {}

@@ -1,0 +1,152 @@
+"""The knowledge library: entries with a version history, confirmed and archived by permitted people."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import and_, insert, or_, select, update
+
+from core.store import tables as t
+from core.store.base import clean_fields, dumps, loads, require, who
+from core.validation import ENTRY_FIELDS
+
+
+class LibraryStore:
+    """The knowledge-library part of :class:`~core.store.store.Store`."""
+
+    def record_knowledge(self, conversation_id: str | None, entries: Sequence[Mapping[str, Any]], actor: Any = None,
+                         *, keep_contract_text: bool = False) -> list[int]:
+        """The model drafted ``entries``: update this conversation's open drafts slot by slot, or start
+        new drafts. A confirmed or archived entry is never changed by a later turn. Personal data is
+        masked unless ``keep_contract_text``; secrets are always removed."""
+        user_id, label, _, _ = who(actor)
+        ids: list[int] = []
+        with self._write() as conn:
+            for slot, entry in enumerate(entries):
+                data = clean_fields(entry, keep_contract_text)
+                stamp = self.now()
+                row = None
+                if conversation_id:
+                    row = conn.execute(select(t.knowledge_entries).where(and_(
+                        t.knowledge_entries.c.conversation_id == conversation_id,
+                        t.knowledge_entries.c.slot == slot, t.knowledge_entries.c.status == "draft"))
+                        .order_by(t.knowledge_entries.c.id.desc())).first()
+                if row is None:
+                    entry_id = conn.execute(insert(t.knowledge_entries).values(
+                        conversation_id=conversation_id, slot=slot, status="draft", version=1, created_by=user_id,
+                        created_by_label=label, created_at=stamp, updated_by=user_id, updated_by_label=label,
+                        updated_at=stamp, **data).returning(t.knowledge_entries.c.id)).scalar_one()
+                    self._history(conn, entry_id, 1, "drafted", data, "draft", user_id, label)
+                else:
+                    entry_id = row.id
+                    if any(getattr(row, f) != data[f] for f in ENTRY_FIELDS):
+                        version = row.version + 1
+                        conn.execute(update(t.knowledge_entries).where(t.knowledge_entries.c.id == entry_id).values(
+                            version=version, updated_by=user_id, updated_by_label=label, updated_at=stamp, **data))
+                        self._history(conn, entry_id, version, "model_update", data, "draft", user_id, label)
+                ids.append(entry_id)
+        return ids
+
+    def _history(self, conn, entry_id: int, version: int, action: str, data: Mapping[str, Any], status: str,
+                 user_id: str, label: str) -> None:
+        conn.execute(insert(t.entry_history).values(
+            entry_id=entry_id, version=version, action=action, data=dumps(dict(data)), status=status,
+            changed_by=user_id, changed_by_label=label, changed_at=self.now()))
+
+    def conversation_outputs(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The knowledge a conversation shows beside the chat: its newest non-archived entry per slot."""
+        query = (select(t.knowledge_entries).where(and_(t.knowledge_entries.c.conversation_id == conversation_id,
+                                                        t.knowledge_entries.c.status != "archived"))
+                 .order_by(t.knowledge_entries.c.slot, t.knowledge_entries.c.id.desc()))
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        newest: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            newest.setdefault(row.slot, row._asdict())
+        return [newest[s] for s in sorted(newest)]
+
+    def get_entry(self, entry_id: int) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute(select(t.knowledge_entries).where(t.knowledge_entries.c.id == int(entry_id))).first()
+        return row._asdict() if row else None
+
+    def list_entries(self, *, status: Sequence[str] | str | None = None, contract_type: Sequence[str] | str | None = None,
+                     query: str = "", conversation_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        """Library search: status / contract type filters and a substring match over the six fields."""
+        c = t.knowledge_entries.c
+        stmt = select(t.knowledge_entries).order_by(c.updated_at.desc(), c.id.desc()).limit(limit)
+        if status:
+            stmt = stmt.where(c.status.in_([status] if isinstance(status, str) else list(status)))
+        if contract_type:
+            stmt = stmt.where(c.contract_type.in_([contract_type] if isinstance(contract_type, str)
+                                                  else list(contract_type)))
+        if conversation_id:
+            stmt = stmt.where(c.conversation_id == conversation_id)
+        for word in query.split()[:8]:
+            stmt = stmt.where(or_(*[getattr(c, f).contains(word[:100], autoescape=True) for f in ENTRY_FIELDS]))
+        with self._read() as conn:
+            return [row._asdict() for row in conn.execute(stmt)]
+
+    def contract_types(self) -> list[str]:
+        c = t.knowledge_entries.c
+        with self._read() as conn:
+            return [r[0] for r in conn.execute(select(c.contract_type).where(c.contract_type != "").distinct()
+                                               .order_by(c.contract_type))]
+
+    def edit_entry(self, entry_id: int, changes: Mapping[str, Any], actor: Any, *,
+                   keep_contract_text: bool = False) -> dict[str, Any]:
+        """A person edits fields of an entry (any status but archived); history keeps every version.
+        Edited text is masked like drafted text (secrets always)."""
+        require(actor, "entry.edit")
+        user_id, label, _, _ = who(actor)
+        with self._write() as conn:
+            row = conn.execute(select(t.knowledge_entries).where(t.knowledge_entries.c.id == int(entry_id))).first()
+            if row is None:
+                raise KeyError(entry_id)
+            if row.status == "archived":
+                raise ValueError("アーカイブ済みのナレッジは編集できません。先に復元してください。")
+            data = {f: getattr(row, f) for f in ENTRY_FIELDS}
+            data.update(clean_fields({f: changes[f] for f in ENTRY_FIELDS if f in changes}, keep_contract_text,
+                                      only_given=True))
+            if all(getattr(row, f) == data[f] for f in ENTRY_FIELDS):
+                return row._asdict()
+            version = row.version + 1
+            conn.execute(update(t.knowledge_entries).where(t.knowledge_entries.c.id == row.id).values(
+                version=version, updated_by=user_id, updated_by_label=label, updated_at=self.now(), **data))
+            self._history(conn, row.id, version, "edit", data, row.status, user_id, label)
+            self._audit(conn, actor, "entry.edit", "knowledge_entry", row.id,
+                        {"fields": [f for f in ENTRY_FIELDS if getattr(row, f) != data[f]]})
+        return self.get_entry(entry_id) or {}
+
+    _TRANSITIONS = {"confirm": ("draft", "confirmed", "entry.confirm"),
+                    "archive": (None, "archived", "entry.archive"),
+                    "restore": ("archived", "draft", "entry.archive")}
+
+    def set_entry_status(self, entry_id: int, action: str, actor: Any) -> dict[str, Any]:
+        """``confirm`` (draft → confirmed), ``archive`` (any → archived), ``restore`` (archived → draft)."""
+        if action not in self._TRANSITIONS:
+            raise ValueError(action)
+        source, target, permission = self._TRANSITIONS[action]
+        require(actor, permission)
+        user_id, label, _, _ = who(actor)
+        with self._write() as conn:
+            row = conn.execute(select(t.knowledge_entries).where(t.knowledge_entries.c.id == int(entry_id))).first()
+            if row is None:
+                raise KeyError(entry_id)
+            if source is not None and row.status != source:
+                raise ValueError(f"この状態（{row.status}）からは {action} できません。")
+            stamp = self.now()
+            values: dict[str, Any] = {"status": target, "version": row.version + 1, "updated_by": user_id,
+                                      "updated_by_label": label, "updated_at": stamp}
+            if target == "confirmed":
+                values.update(confirmed_by=user_id, confirmed_at=stamp)
+            conn.execute(update(t.knowledge_entries).where(t.knowledge_entries.c.id == row.id).values(**values))
+            self._history(conn, row.id, row.version + 1, action, {f: getattr(row, f) for f in ENTRY_FIELDS},
+                          target, user_id, label)
+            self._audit(conn, actor, f"entry.{action}", "knowledge_entry", row.id, {"from": row.status, "to": target})
+        return self.get_entry(entry_id) or {}
+
+    def entry_history(self, entry_id: int) -> list[dict[str, Any]]:
+        query = (select(t.entry_history).where(t.entry_history.c.entry_id == int(entry_id))
+                 .order_by(t.entry_history.c.version, t.entry_history.c.id))
+        with self._read() as conn:
+            return [{**row._asdict(), "data": loads(row.data, {})} for row in conn.execute(query)]
