@@ -27,6 +27,7 @@ from core.knowledge.review_language import (
     concise_title,
     has_risk_words,
     is_question,
+    is_wrap_up,
     plain_statement,
     risk_statement,
 )
@@ -70,10 +71,6 @@ SAMPLE_CLAUSES = {
 }
 CONFIRM_WORDS = ("確定", "問題ありません", "問題ない", "これで大丈夫", "これでお願いします", "これでOK", "OKです",
                  "承認", "了承", "それでお願いします", "大丈夫です", "以上です")
-# Asking to wrap up: draft now with what is known (before a draft exists; after it, 「以上です」 confirms).
-WRAP_UP_WORDS = ("まとめて", "まとめを", "以上です", "以上になります", "これで以上", "以上でお願いします", "これで終わり",
-                 "これだけです", "この内容で作成", "この内容で登録", "この内容でお願いします", "ドラフトを作成", "草案を作成",
-                 "草案にして", "ドラフトにして", "下書きにして", "ナレッジ化して")
 # Adopting the house proposal the last turn made (「当社の確定済みナレッジ No.N では…」).
 ACCEPT_WORDS = ("この方針で", "その方針で", "それで", "同じで", "同じ方針", "そのまま", "はい", "お願いします", "そのとおり",
                 "その通り", "おまかせ", "お任せ", "採用")
@@ -307,12 +304,6 @@ def _asked_keys(message: str) -> list[str]:
     return [key for key, stems in QUESTION_STEMS.items() if any(stem in message for stem in stems)]
 
 
-def is_wrap_up(text: str) -> bool:
-    """「この内容でまとめてください」「以上です」: draft now with what is known."""
-    flat = text.strip()
-    return len(flat) <= 60 and any(w in flat for w in WRAP_UP_WORDS) and not is_question(flat)
-
-
 def _ends_with_action(sentence: str) -> bool:
     """The sentence ends as something to do (「…を求めるべきです」「…交渉します」), not as a risk
     (「…を求められない点も懸念です」)."""
@@ -417,6 +408,13 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
     if not facts.topic and facts.target_clause:
         facts.topic = _topic(facts.target_clause)
     return facts, [text for text, _ in instructions], last_turn
+
+
+def facts_from_texts(texts: list[str]) -> Facts:
+    """The facts of a case told in ``texts`` (the user's messages, oldest first), read by the same rules."""
+    messages = [{"role": "system", "content": ""}, {"role": "assistant", "content": "{}"}]
+    messages += [{"role": "user", "content": f"ユーザー指示:\n{text}"} for text in texts]
+    return collect_facts(messages)[0]
 
 
 def _clause_label(ref: str, facts: Facts) -> str:

@@ -8,6 +8,7 @@ as plain statements, not as the user's own speech:
   desire (たい), obligation (べきです), politeness (ます, です) and requests (てほしい → よう求める)
   turned into the plain (dictionary) form with Sudachi's conjugation data;
 * :func:`is_question` — a sentence that asks (「…べきでしょうか？」) is never a policy or a risk;
+  :func:`is_wrap_up` — 「この内容でまとめてください」「以上です」 ask for the entry now;
 * :func:`risk_statement` — the risk a user states, kept as 「想定リスク: …」 without its tail
   (リスクがあります, 点が懸念です, と困ります) and without the case's preamble (「NDAの第5条で、」);
 * :func:`concise_title` — a title without a repeated segment (「秘密保持契約の秘密保持：…」).
@@ -24,6 +25,10 @@ from core.text.ja_tokens import morphemes
 
 MAX_SENTENCE_CHARS = 400
 RISK_PREFIX = "想定リスク: "
+# Asking to wrap up: draft now with what is known (before a draft exists; after it, 「以上です」 confirms).
+WRAP_UP_WORDS = ("まとめて", "まとめを", "以上です", "以上になります", "これで以上", "以上でお願いします", "これで終わり",
+                 "これだけです", "この内容で作成", "この内容で登録", "この内容でお願いします", "ドラフトを作成", "草案を作成",
+                 "草案にして", "ドラフトにして", "下書きにして", "ナレッジ化して")
 RISK_WORDS = ("リスク", "おそれ", "恐れ", "懸念", "心配", "可能性", "困る", "困り", "危険", "不安")
 
 _END_PUNCT = "。．.！!？?…、,　 \t\n"
@@ -146,6 +151,12 @@ def is_question(sentence: str) -> bool:
         return True
     core = text.rstrip("。.！! ")
     return bool(_QUESTION_TAIL.search(core)) or any(w in text for w in _QUESTION_WORDS)
+
+
+def is_wrap_up(text: str) -> bool:
+    """「この内容でまとめてください」「以上です」: the user asks for the entry now, with what is known."""
+    flat = _norm(text).strip()
+    return len(flat) <= 60 and any(w in flat for w in WRAP_UP_WORDS) and not is_question(flat)
 
 
 def has_risk_words(sentence: str) -> bool:
