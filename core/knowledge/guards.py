@@ -3,7 +3,8 @@
 After a turn has passed schema validation, :func:`guarded_turn` checks what a schema cannot:
 
 * a very short ``assistant_message`` (under ``MIN_MESSAGE_CHARS`` characters, e.g. 「了解。」),
-* a wrap-up request (「この内容でまとめてください」) answered without a draft,
+* a wrap-up request (「この内容でまとめてください」) answered without a draft (after the first turn: before
+  it nothing is known to draft),
 * the same message as our previous turn, word for word (a question asked again in a loop).
 
 Each gets a warning in the server log (lengths and reasons only, never the text) and **one**
@@ -58,7 +59,7 @@ def regeneration_reason(result: TurnResult, ctx: TurnContext) -> str:
     message = (result.assistant_message or "").strip()
     if len(message) < MIN_MESSAGE_CHARS:
         return SHORT.format(n=len(message))
-    if is_wrap_up(ctx.user_text) and not result.knowledge and not ctx.has_draft:
+    if is_wrap_up(ctx.user_text) and not result.knowledge and not ctx.has_draft and ctx.previous_message:
         return WRAP_UP_IGNORED
     if ctx.previous_message and _flat(message) == _flat(ctx.previous_message):
         return REPEATED

@@ -358,9 +358,11 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
     examples = parse_examples(str(messages[0].get("content") or "")) if messages else []
     instructions: list[tuple[str, str]] = []  # (instruction, our message just before it)
     last_turn: dict[str, Any] | None = None
+    before_reply: tuple[dict[str, Any] | None, dict[str, int]] = (None, {})
     for msg in messages[2:]:  # skip system prompt and few-shot turn
         content = _norm(str(msg.get("content") or ""))
         if msg.get("role") == "assistant":
+            before_reply = (last_turn, dict(facts.asked))
             try:
                 parsed = json.loads(content)
                 last_turn = parsed if isinstance(parsed, dict) else last_turn
@@ -369,7 +371,10 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
             for key in _asked_keys(_assistant_message(last_turn)):
                 facts.asked[key] = facts.asked.get(key, 0) + 1
             continue
-        if msg.get("role") != "user" or _is_repair(content):
+        if msg.get("role") == "user" and _is_repair(content):
+            last_turn, facts.asked = before_reply[0], dict(before_reply[1])  # the output it replaces never counted
+            continue
+        if msg.get("role") != "user":
             continue
         instruction, attachments = _split_payload(content)
         if attachments:
@@ -678,42 +683,47 @@ def respond(request: LLMRequest) -> dict[str, Any]:
                                                 "「対応方針: …」のように項目名を付けて送ってください。") if x)),
             entry, missing_labels)
 
-    open_keys = [k for k in missing if k not in facts.declined and facts.asked.get(k, 0) < MAX_ASKS]
-    known_enough = bool(facts.contract_type or facts.topic or facts.target_clause or facts.case or facts.review_points)
-    wrap_up = is_wrap_up(latest)
-    if not missing or (known_enough and (wrap_up or not open_keys)):
-        entry = draft_entry(facts)
-        if not missing:
-            heading = "ヒアリングした内容をもとに、ナレッジのドラフトを作成しました。"
-        else:
-            heading = "ここまでに伺った内容で、ナレッジの草案をまとめました。"
-        footer = " ".join(x for x in (
-            _missing_note(missing),
-            "内容をご確認ください。問題なければ「確定」、修正がある場合は「タイトル: …」「対応方針: …」のように送ってください。") if x)
-        return turn("finalize", "draft_knowledge", _draft_message(entry, question_note + heading if question_note
-                                                                   else heading, footer), entry, missing_labels)
+    previous = _assistant_message(last_turn)
+    for _ in range(2):  # the very same message again would be a loop: what it asked is then left open
+        open_keys = [k for k in missing if k not in facts.declined and facts.asked.get(k, 0) < MAX_ASKS]
+        known_enough = bool(facts.contract_type or facts.topic or facts.target_clause or facts.case or facts.review_points)
+        wrap_up = is_wrap_up(latest)
+        if not missing or (known_enough and (wrap_up or not open_keys)):
+            entry = draft_entry(facts)
+            if not missing:
+                heading = "ヒアリングした内容をもとに、ナレッジのドラフトを作成しました。"
+            else:
+                heading = "ここまでに伺った内容で、ナレッジの草案をまとめました。"
+            footer = " ".join(x for x in (
+                _missing_note(missing),
+                "内容をご確認ください。問題なければ「確定」、修正がある場合は「タイトル: …」「対応方針: …」のように送ってください。") if x)
+            return turn("finalize", "draft_knowledge", _draft_message(entry, question_note + heading if question_note
+                                                                       else heading, footer), entry, missing_labels)
 
-    keys = open_keys or missing
-    case_missing = [k for k in keys if k in ("contract_type", "target_clause", "case")]
-    phase = "collect_case" if [k for k in missing if k in ("contract_type", "target_clause", "case")] else "organize_risks"
-    ask = (case_missing or keys)[:2]
-    known = _known_summary(facts)
-    intro = "ありがとうございます。" + (f"ここまでで {known} と理解しました。" if known else "")
-    if wrap_up and not known_enough:
-        intro = "まだ草案にまとめられる内容がありません。"
-    if facts.attachment_names and len(instructions) <= 1:
-        intro += f"添付ファイル（{'、'.join(dict.fromkeys(facts.attachment_names))}）を読み込みました。"
-    current = current_clause_text(facts)
-    if current and "target_clause" not in missing and len(instructions) <= 3:
-        intro += f"\n\n添付の現行条文（{facts.target_clause}）: {current[:160]}"
-    short_reply = len(latest) < 6 and not any(w in latest for w in WAIVE_WORDS) and not wrap_up
-    mode = "clarify" if short_reply or question_note else "interview"
-    if short_reply:
-        intro = "すみません、もう少し詳しく教えてください。" + (f"（現在: {known}）" if known else "")
-    if question_note:
-        intro = question_note + ("\n\n" + intro if intro else "")
-    message = intro + "\n\n" + "\n".join(f"- {_question(k, facts)}" for k in ask)
-    proposal = _proposal(ask, examples)
-    if proposal:
-        message += "\n\n" + proposal
+        keys = open_keys or missing
+        case_missing = [k for k in keys if k in ("contract_type", "target_clause", "case")]
+        phase = "collect_case" if [k for k in missing if k in ("contract_type", "target_clause", "case")] else "organize_risks"
+        ask = (case_missing or keys)[:2]
+        known = _known_summary(facts)
+        intro = "ありがとうございます。" + (f"ここまでで {known} と理解しました。" if known else "")
+        if wrap_up and not known_enough:
+            intro = "まだ草案にまとめられる内容がありません。"
+        if facts.attachment_names and len(instructions) <= 1:
+            intro += f"添付ファイル（{'、'.join(dict.fromkeys(facts.attachment_names))}）を読み込みました。"
+        current = current_clause_text(facts)
+        if current and "target_clause" not in missing and len(instructions) <= 3:
+            intro += f"\n\n添付の現行条文（{facts.target_clause}）: {current[:160]}"
+        short_reply = len(latest) < 6 and not any(w in latest for w in WAIVE_WORDS) and not wrap_up
+        mode = "clarify" if short_reply or question_note else "interview"
+        if short_reply:
+            intro = "すみません、もう少し詳しく教えてください。" + (f"（現在: {known}）" if known else "")
+        if question_note:
+            intro = question_note + ("\n\n" + intro if intro else "")
+        message = intro + "\n\n" + "\n".join(f"- {_question(k, facts)}" for k in ask)
+        proposal = _proposal(ask, examples)
+        if proposal:
+            message += "\n\n" + proposal
+        if "".join(_norm(message).split()) != "".join(_norm(previous).split()):
+            break
+        facts.declined.update(ask)
     return turn(mode, phase, message, None, missing_labels)
