@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.ids import new_id
 from core.knowledge.ask import MAX_QUESTION_CHARS, ask
 from core.knowledge.retrieval import knowledge_index
 from ui.knowledge_base import answer_view
@@ -27,7 +28,7 @@ if asked:
     else:
         with st.spinner("確定済みのナレッジを検索しています…"):
             answer = ask(question, knowledge_index(store()), state.llm_client, log=debug_sink(),
-                         session_id=f"ask-{id(state)}")
+                         session_id=state.setdefault("ask_session_id", f"ask-{new_id(10)}"))
         state.ask_last = {"question": question, "ok": answer.ok, "answer": answer.answer,
                           "sources": [{**h.source(), "quote": answer.quotes.get(h.entry_id, "")}
                                       for h in answer.sources]}

@@ -14,6 +14,7 @@ scoring close to it) — its action plan and review points, word for word — wi
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, MutableSequence
 
@@ -25,6 +26,8 @@ from core.schemas import load_schema
 from core.text.pii import mask_pii
 from core.text.untrusted import data_block
 from core.validation import ENTRY_FIELDS
+
+logger = logging.getLogger(__name__)
 
 ASK_TASK = "knowledge_answer"
 NO_KNOWLEDGE = "該当するナレッジはありません。"
@@ -90,11 +93,15 @@ def _grounded(data: dict[str, Any], hits: list[KnowledgeHit]) -> tuple[list[Know
 def ask(question: str, index: KnowledgeIndex, client: Any, *, log: MutableSequence[dict[str, Any]] | None = None,
         session_id: str = "", retry: RetryPolicy | None = None) -> KnowledgeAnswer:
     """The answer to ``question`` from the confirmed entries (module docstring). Never raises for a
-    model failure (``ok=False`` with :data:`FAILED`)."""
+    model or search failure (``ok=False`` with :data:`FAILED`)."""
     asked = (question or "").strip()[:MAX_QUESTION_CHARS]
     if not asked:
         return KnowledgeAnswer(ok=True, answer=NO_KNOWLEDGE)
-    hits = index.search(asked, n=ASK_HITS)
+    try:
+        hits = index.search(asked, n=ASK_HITS)
+    except Exception:  # noqa: BLE001 - a broken index is a failed answer, never a crash
+        logger.warning("knowledge search failed", exc_info=True)
+        return KnowledgeAnswer(ok=False, answer=FAILED, error_type="retrieval")
     if not hits:
         return KnowledgeAnswer(ok=True, answer=NO_KNOWLEDGE)
     masked = mask_pii(asked)

@@ -93,3 +93,14 @@ def test_the_offline_provider_answers_without_any_key(library):
     answer = ask("NDAの秘密保持義務が契約終了と同時に消える案への対応は？", index, OfflineClient())
     assert answer.sources[0].entry_id == ids["nda-term"] and "5年間" in answer.answer
     assert REVIEWER.can("entry.confirm")
+
+
+class BrokenIndex:
+    def search(self, *args, **kwargs):
+        raise RuntimeError("the embedder is gone")
+
+
+def test_a_broken_index_is_a_failed_answer_not_an_exception():
+    client = RecordingClient()
+    answer = ask(ONE_SIDED, BrokenIndex(), client)
+    assert not answer.ok and answer.answer == FAILED and answer.error_type == "retrieval" and client.requests == []
