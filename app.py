@@ -16,6 +16,7 @@ pages = {
     ],
     "ライブラリ・予約": [
         st.Page("pages/library.py", title="ナレッジライブラリ", icon="📚"),
+        st.Page("pages/ask_knowledge.py", title="ナレッジに質問", icon="🔎"),
         st.Page("pages/bookings.py", title="予約管理", icon="📅"),
     ],
     "運用": [

@@ -1,4 +1,5 @@
-"""The seed's HTTP API (seed 000 §1, §8): ``POST /api/chat``, ``GET /api/sessions/{id}``, ``GET /healthz``.
+"""The seed's HTTP API (seed 000 §1, §8): ``POST /api/chat``, ``GET /api/sessions/{id}``, ``GET /healthz``;
+the knowledge base's routes (``GET /api/knowledge``, ``POST /api/knowledge/ask``) are in ``api/knowledge.py``.
 
 Run: ``uvicorn api.main:app --port 8000``. Every request goes through the same path as the console's
 車両問診 page: ``core.diagnosis.conversation.DiagnosisConversations.handle`` over the shared store
@@ -32,6 +33,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import text
 
+from api.knowledge import router as knowledge_router
 from core.diagnosis.context import UNSET
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
@@ -206,6 +208,7 @@ app = FastAPI(title="Kaiwa Console API",
               description="車両問診チャット（seed 000 §1, §8）の HTTP API。コンソールと同じストア・同じ問診フローを使います。",
               version="1.0")
 app.add_middleware(BodySizeLimit)
+app.include_router(knowledge_router)  # GET /api/knowledge, POST /api/knowledge/ask (api/knowledge.py)
 
 _TYPE_TEXT = {
     "missing": "必須です",

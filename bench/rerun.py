@@ -25,7 +25,7 @@ CHAT_PAGES = {  # page: (input key, history key in session state, two messages)
                                                "委託料総額を上限とするよう修正を求めるべきです。")),
     "diagnosis": ("diag_input", "diag_transcript", ("エアコンの風が弱い気がする", "ブレーキを踏むとキーキー鳴ります")),
 }
-OTHER_PAGES = ("library", "bookings", "debug_log", "manual_admin")
+OTHER_PAGES = ("library", "ask_knowledge", "bookings", "debug_log", "manual_admin")
 TURNS = 20
 
 

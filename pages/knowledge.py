@@ -7,6 +7,7 @@ from core.documents import MAX_UPLOAD_BYTES, upload_limit_text
 from core.knowledge.conversation import KnowledgeConversations
 from ui import knowledge_chat
 from ui.conversations import bind_conversation, recent_conversations
+from ui.knowledge_base import similar_panel
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
@@ -80,8 +81,10 @@ with chat_col:
     knowledge_chat.transcript(state.chat, debug=bool(state.get("debug_enabled")), on_resend=_resend)
 
 with side_col:
-    knowledge_chat.progress_panel(state.chat)
+    knowledge_chat.progress_panel(state.chat, state.knowledge_outputs)
     knowledge_chat.draft_cards(state.knowledge_outputs, state.chat, on_confirm=_confirm_entry)
+    similar_panel(lambda: _conversations().similar(state.session_id, state.chat, state.knowledge_outputs),
+                  (state.session_id, len(state.chat), tuple((e.get("id"), e.get("version")) for e in state.knowledge_outputs)))
     drafts = [e for e in state.knowledge_outputs if e.get("status") == "draft"]
     if not state.get("confirm_reset"):
         if st.button("新しい会話を始める", key="reset_chat"):

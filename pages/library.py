@@ -9,6 +9,7 @@ from core.knowledge.export import entries_csv, entries_json, turns_jsonl
 from core.text.jst import jst
 from core.text.markup import safe_text
 from core.validation import ENTRY_FIELDS
+from ui.knowledge_base import linked_entry
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
@@ -31,8 +32,9 @@ statuses = status_col.multiselect("状態", list(STATUS), default=["draft", "con
                                   placeholder="すべて", key="lib_status")
 types = type_col.multiselect("契約類型", store().contract_types(), placeholder="すべて", key="lib_types")
 entries = store().list_entries(status=statuses or None, contract_type=types or None, query=query)
+linked = linked_entry(store())  # ?entry=<No.> from a citation or a similar-entry link
 
-if not entries:
+if not entries and linked is None:
     st.info("条件に合うナレッジはありません。")
     st.stop()
 
@@ -57,9 +59,9 @@ with st.expander("⬇️ エクスポート（表示中の全件）"):
                                                 keep_contract_text=keep),
                        file_name="knowledge_turns.jsonl", mime="application/jsonl", key="lib_jsonl")
 
-if not rows:
+if not rows and linked is None:
     st.stop()
-entry = entries[rows[0]]
+entry = entries[rows[0]] if rows else linked
 eid = entry["id"]
 
 

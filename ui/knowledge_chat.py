@@ -124,10 +124,18 @@ def transcript(chat: list[dict[str, Any]], *, debug: bool, on_resend: Callable[[
                 st.caption(f"方式: {entry['method']} · 呼び出し {entry.get('attempts', 1)} 回 · {schema_caption(entry)}")
 
 
-def progress_panel(chat: list[dict[str, Any]]) -> None:
-    """進行状況: the phase, the mode and what is still missing, from the last valid turn."""
+def progress_panel(chat: list[dict[str, Any]], outputs: list[dict[str, Any]] | None = None) -> None:
+    """進行状況: the phase, the mode and what is still missing, from the last valid turn; once the entry is
+    confirmed in the library, that it is confirmed (No. and a link), whatever the last turn said."""
     turn = current_state(chat)
     st.subheader("進行状況")
+    confirmed = [e for e in outputs or [] if e.get("status") == "confirmed"]
+    if confirmed:
+        st.progress(1.0, text="✅ 確定済み")
+        numbers = "、".join(f"No.{e['id']}" for e in confirmed)
+        st.success(f"ナレッジは確定済みです（{numbers}）。ライブラリで確認・編集できます。")
+        st.page_link("pages/library.py", label="ライブラリで開く", icon="📚", query_params={"entry": str(confirmed[0]["id"])})
+        return
     if not turn:
         st.caption("まだ会話がありません。")
         return

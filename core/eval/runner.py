@@ -6,7 +6,8 @@ Each scenario gets a fresh client and debug log; an adapter that takes a ``sourc
 the scenario file's path (the knowledge flow resolves attachment paths against it). An adapter
 that is missing or raises, or a malformed scenario, is a failed scenario (never a crash). Exit
 status of :func:`main`: 0 when every scenario passed, 1 when any failed, 2 when a file cannot be
-read or parsed (or none given).
+read or parsed (or none given). ``--from-library`` adds the knowledge library's confirmed entries as a
+regression set (:mod:`core.eval.library`).
 """
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ import yaml
 
 from core.eval.adapters import AdapterUnavailable, load_adapter
 from core.eval.expectations import check_expectations
+from core.eval.library import regression_scenarios
 from core.llm.offline import OfflineClient
 from core.llm.registry import ProviderRegistry
 from core.llm.settings import load_settings
+from core.store.db import default_url
+from core.store.store import Store
 
 FINAL_KEYS = ("step", "urgency", "can_drive", "citations", "message", "outcome", "phase", "mode", "knowledge",
               "confirmed")
@@ -155,14 +159,46 @@ def report_json(results: list[ScenarioResult]) -> str:
                        "failed": len(results) - passed}, ensure_ascii=False, indent=2)
 
 
+def run_library(db_url: str | None = None, provider: str = "offline", *,
+                write: str | None = None) -> tuple[list[ScenarioResult], dict[str, int], int]:
+    """The confirmed entries of the store at ``db_url`` as a regression set (:mod:`core.eval.library`):
+    ``(results, left out by reason, scenarios)``; with ``write``, the set is saved as a scenario file
+    instead of run (no results)."""
+    store = Store(db_url or default_url())
+    try:
+        scenarios, skipped = regression_scenarios(store)
+    finally:
+        store.engine.dispose()
+    if write:
+        Path(write).write_text(yaml.safe_dump(scenarios, allow_unicode=True, sort_keys=False), encoding="utf-8")
+        return [], skipped, len(scenarios)
+    results = [run_scenario(s, lambda: make_client(provider), source=str(Path.cwd() / "library.yaml")) for s in scenarios]
+    return results, skipped, len(scenarios)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.eval", description="Run conversation-flow scenarios.")
-    parser.add_argument("files", nargs="+", help="scenario files (YAML / JSON) or directories of them")
+    parser.add_argument("files", nargs="*", help="scenario files (YAML / JSON) or directories of them")
     parser.add_argument("--provider", choices=("offline", "openai"), default="offline")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--from-library", action="store_true",
+                        help="the knowledge library's confirmed entries as a regression set for the knowledge flow")
+    parser.add_argument("--db", help="the store to read the library from (default KAIWA_DB_URL or var/kaiwa.db)")
+    parser.add_argument("--write", metavar="FILE", help="with --from-library: save the set as a scenario file")
     args = parser.parse_args(argv)
+    if not args.files and not args.from_library:
+        parser.error("give scenario files or --from-library")
+    results: list[ScenarioResult] = []
+    if args.from_library:
+        library_results, skipped, count = run_library(args.db, args.provider, write=args.write)
+        left_out = ", ".join(f"{why} {n}" for why, n in sorted(skipped.items())) or "none"
+        print(f"library: {count} confirmed entries as scenarios (left out: {left_out})", file=sys.stderr)
+        if args.write:
+            print(f"wrote {count} scenarios to {args.write}", file=sys.stderr)
+            return 0 if count else 2
+        results += library_results
     try:
-        results = run_files(args.files, provider=args.provider)
+        results += run_files(args.files, provider=args.provider) if args.files else []
     except ScenarioFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,24 +1,51 @@
 """A knowledge interview kept in the shared store: the one path the page (and load tests) use.
 
-``KnowledgeConversations`` runs a turn (``session.submit_turn`` / ``resend``), then writes the chat
+``KnowledgeConversations`` runs a turn (``session.submit_turn`` / ``resend``) with the most similar
+confirmed entries as house style (``similar``: ``core.knowledge.similar``), then writes the chat
 through to the store before anything is shown, records drafted knowledge in the library (a confirmed
 entry is never reopened: a later draft is a new entry), and keeps the conversation's title current.
 Attachment text goes to the model but is never stored (only name, size, pages and SHA-256).
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, MutableSequence, Sequence
 
+from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex, knowledge_index
 from core.knowledge.session import TurnOutcome, resend, submit_turn
+from core.knowledge.similar import EXAMPLES_SENT, SIMILAR_SHOWN, case_key, similar_entries
 from core.schema_versions import upgrade_chat
 from core.store.chat_sync import sync_chat
 from core.store.store import Store
 
+logger = logging.getLogger(__name__)
+
 
 class KnowledgeConversations:
-    def __init__(self, store: Store, owner: Any = None):
+    def __init__(self, store: Store, owner: Any = None, *, index: KnowledgeIndex | None = None):
         self.store = store
         self.owner = owner
+        self._index = index
+
+    @property
+    def index(self) -> KnowledgeIndex:
+        """The confirmed entries' search index (``core.knowledge.retrieval``), shared per store."""
+        if self._index is None:
+            self._index = knowledge_index(self.store)
+        return self._index
+
+    def similar(self, conversation_id: str, chat: Sequence[dict[str, Any]], outputs: Sequence[dict[str, Any]],
+                *, pending_text: str = "", n: int = SIMILAR_SHOWN) -> list[KnowledgeHit]:
+        """The confirmed entries most like this case, once its contract type and clause are known ([]
+        before that, and when the search fails: it never stops the interview)."""
+        key = case_key(chat, outputs, pending_text)
+        if key is None:
+            return []
+        try:
+            return similar_entries(self.index, key, conversation_id=conversation_id, n=n)
+        except Exception:  # noqa: BLE001 - retrieval is an aid; the interview goes on without it
+            logger.warning("similar knowledge search failed", exc_info=True)
+            return []
 
     def new(self) -> str:
         return self.store.create_conversation("knowledge", self.owner)
@@ -29,13 +56,19 @@ class KnowledgeConversations:
 
     def submit(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
                text: str, documents: Sequence[Any], client: Any, *, log: Any = None, **kwargs: Any) -> TurnOutcome:
-        outcome = submit_turn(chat, outputs, text, documents, client, log=log, session_id=conversation_id, **kwargs)
+        examples = [h.entry for h in self.similar(conversation_id, chat, outputs, pending_text=text, n=EXAMPLES_SENT)]
+        outcome = submit_turn(chat, outputs, text, documents, client, log=log, session_id=conversation_id,
+                              examples=examples, **kwargs)
         self.save(conversation_id, chat, outputs, outcome, client)
         return outcome
 
     def resend(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
                user_id: str, client: Any, *, log: Any = None) -> TurnOutcome | None:
-        outcome = resend(chat, outputs, user_id, client, log=log, session_id=conversation_id)
+        failed = next((e for e in chat if e.get("id") == user_id), {})
+        before = chat[:chat.index(failed)] if failed else chat
+        examples = [h.entry for h in self.similar(conversation_id, before, outputs, pending_text=failed.get("user_text") or "",
+                                                  n=EXAMPLES_SENT)]
+        outcome = resend(chat, outputs, user_id, client, log=log, session_id=conversation_id, examples=examples)
         self.save(conversation_id, chat, outputs, outcome, client)
         return outcome
 

@@ -4,6 +4,15 @@ It reads the conversation it is given (user payloads, attachments, its own earli
 out the facts a knowledge entry needs (contract type, clause, risks, action plan, clause sample),
 and walks the phases collect_case → organize_risks → draft_knowledge → review_knowledge, listing in
 ``missing_info`` exactly what is still unknown. Its reply is a schema-valid turn, like a model's.
+
+What it writes is review language (:mod:`core.knowledge.review_language`): review points are pattern
+summaries plus the risks the user stated (「想定リスク: …」), the action plan is the user's actions in
+the plain form, a question (「…べきでしょうか？」) is answered as a question and never becomes policy,
+and titles repeat no segment. It never asks one thing twice after the user has replied without it
+(``MAX_ASKS``); asked to wrap up (「この内容でまとめてください」「以上です」), it drafts the entry with
+what is known and names what is missing. When the request carries house-style examples (the most
+similar confirmed entries, :mod:`core.knowledge.house_style`), it proposes their review points and
+action plan, in the house's own wording, for the user to adopt.
 """
 from __future__ import annotations
 
@@ -13,6 +22,15 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.knowledge.house_style import parse_examples
+from core.knowledge.review_language import (
+    concise_title,
+    has_risk_words,
+    is_question,
+    is_wrap_up,
+    plain_statement,
+    risk_statement,
+)
 from core.llm.base import LLMRequest
 from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
 from core.text.untrusted import OPEN, strip_markers
@@ -53,6 +71,11 @@ SAMPLE_CLAUSES = {
 }
 CONFIRM_WORDS = ("確定", "問題ありません", "問題ない", "これで大丈夫", "これでお願いします", "これでOK", "OKです",
                  "承認", "了承", "それでお願いします", "大丈夫です", "以上です")
+# Adopting the house proposal the last turn made (「当社の確定済みナレッジ No.N では…」).
+ACCEPT_WORDS = ("この方針で", "その方針で", "それで", "同じで", "同じ方針", "そのまま", "はい", "お願いします", "そのとおり",
+                "その通り", "おまかせ", "お任せ", "採用")
+PROPOSAL_MARK = "当社の確定済みナレッジ"
+MAX_ASKS = 2  # a key asked this many times, the user replying without it, is not asked again
 WAIVE_WORDS = ("おまかせ", "お任せ", "特になし", "特にない", "なし", "ありません", "ない", "不要", "わからない", "分からない")
 RISK_CUES = ("リスク", "不利", "問題", "懸念", "上限", "無制限", "一方的", "過大", "曖昧", "不明確", "負担", "責任",
              "おそれ", "恐れ", "可能性", "困る", "損", "漏えい", "漏洩", "紛争", "トラブル", "揉め", "もめ")
@@ -97,13 +120,13 @@ INJECTION_CUES = ("指示を無視", "無視して", "無視し", "システム�
 # title phrase). Review points are these summaries, never the user's own sentences.
 REVIEW_PATTERNS: tuple[tuple[str | None, tuple[str, ...], str, str], ...] = (
     ("損害賠償", ("上限", "無制限", "青天井", "限度"), "損害賠償の上限額が定められ、責任が無制限になっていないか確認する",
-     "賠償上限の設定"),
+     "上限額の設定"),
     ("損害賠償", ("間接損害", "逸失利益", "特別損害", "一切の損害", "範囲"), "賠償の範囲が直接かつ通常の損害に限定されているか確認する",
-     "賠償範囲の限定"),
+     "範囲の限定"),
     ("損害賠償", ("故意", "重過失"), "故意・重過失の場合に責任制限を適用しない旨が定められているか確認する", "故意・重過失の扱い"),
     ("損害賠償", ("一方的", "片務", "当社のみ", "乙のみ", "甲のみ", "一方だけ"), "賠償責任が一方の当事者だけに偏っていないか確認する",
-     "賠償責任の双務化"),
-    ("秘密保持", ("期間", "年", "存続"), "秘密保持義務の存続期間が情報の重要性と取引期間に見合っているか確認する", "秘密保持期間の確保"),
+     "責任の双務化"),
+    ("秘密保持", ("期間", "年", "存続"), "秘密保持義務の存続期間が情報の重要性と取引期間に見合っているか確認する", "存続期間の確保"),
     ("秘密保持", ("定義", "範囲"), "秘密情報の定義と範囲が明確に定められているか確認する", "秘密情報の範囲の明確化"),
     ("秘密保持", ("返還", "廃棄"), "契約終了時の秘密情報の返還・廃棄の定めがあるか確認する", "秘密情報の返還・廃棄"),
     ("秘密保持", ("漏えい", "漏洩"), "漏えい時の通知義務と責任の所在が定められているか確認する", "漏えい時の対応"),
@@ -119,7 +142,7 @@ REVIEW_PATTERNS: tuple[tuple[str | None, tuple[str, ...], str, str], ...] = (
     ("契約不適合責任", ("期間", "通知", "年", "契約不適合", "瑕疵"), "契約不適合責任の期間・通知期限・責任の範囲が適切に限定されているか確認する",
      "契約不適合責任の期間の限定"),
     ("競業避止", ("競業",), "競業避止義務の期間・地域・対象範囲が過大でないか確認する", "競業避止義務の範囲の限定"),
-    ("契約期間・更新", ("更新", "期間"), "契約期間と自動更新・更新拒絶の通知期限が明確に定められているか確認する", "自動更新と更新拒絶の条件"),
+    ("契約期間・更新", ("更新", "期間"), "契約期間と自動更新・更新拒絶の通知期限が明確に定められているか確認する", "自動更新の拒絶条件"),
     ("準拠法・管轄", ("管轄", "準拠法", "裁判所"), "準拠法と合意管轄裁判所が自社に不利でないか確認する", "合意管轄の見直し"),
     ("個人情報の取扱い", ("個人情報",), "個人情報の取扱い・安全管理措置と委託先の管理が定められているか確認する", "個人情報の取扱い"),
     ("反社会的勢力の排除", ("反社",), "反社会的勢力の排除と無催告解除の定めがあるか確認する", "反社会的勢力の排除"),
@@ -129,7 +152,8 @@ REVIEW_PATTERNS: tuple[tuple[str | None, tuple[str, ...], str, str], ...] = (
      "{subject}の要件と範囲が明確に定められ、解釈の争いが生じないか確認する", "要件と範囲の明確化"),
     (None, ("過大", "負担", "不利", "損"), "{subject}で自社が過大な負担を負う内容になっていないか確認する", "過大な負担の是正"),
 )
-MAX_REVIEW_POINTS = 4
+MAX_REVIEW_POINTS = 3  # pattern summaries; the user's own risks come on top
+MAX_USER_RISKS = 4
 # Sahen nouns that turn an action sentence into a noun phrase: 「…を明記する」 → 「…の明記」.
 _ACTION_NOUN = re.compile(
     r"^(.{2,24}?)を(明記|設定|削除|追加|限定|修正|変更|要求|確認|規定|交渉|提案|延長|短縮|除外|新設|制限|確保|明確化)"
@@ -148,6 +172,11 @@ class Facts:
     explicit: dict[str, str] = field(default_factory=dict)
     clauses_in_attachments: dict[str, str] = field(default_factory=dict)  # "第8条(損害賠償)" -> body
     attachment_names: list[str] = field(default_factory=list)
+    risks: list[str] = field(default_factory=list)  # 「想定リスク: …」 the user stated
+    questions: list[str] = field(default_factory=list)  # the latest message's questions (never policy)
+    asked: dict[str, int] = field(default_factory=dict)  # key -> how many earlier turns asked it
+    declined: set[str] = field(default_factory=set)  # keys the user said they cannot give (「わからない」)
+    adopted: dict[str, str] = field(default_factory=dict)  # house proposal taken: field -> text
 
 
 def _norm(text: str) -> str:
@@ -172,7 +201,8 @@ def _attachment_names(attachments: str) -> list[str]:
 
 
 def _is_repair(content: str) -> bool:
-    return content.startswith("以下は、あなたが直前に出力した")
+    """A repair or regeneration request (ours, not the user's words), wrapped in the payload or not."""
+    return content.removeprefix("ユーザー指示:").lstrip().startswith("以下は、あなたが直前に出力した")
 
 
 def _contract_type(text: str) -> str:
@@ -265,21 +295,86 @@ def _labelled_fields(text: str) -> dict[str, str]:
     return split_labelled(text)[0]
 
 
+def _assistant_message(turn: dict[str, Any] | None) -> str:
+    return str((turn or {}).get("assistant_message") or "")
+
+
+def _asked_keys(message: str) -> list[str]:
+    """The keys an earlier turn of ours asked about (its question wording, see ``QUESTIONS``)."""
+    return [key for key, stems in QUESTION_STEMS.items() if any(stem in message for stem in stems)]
+
+
+def _ends_with_action(sentence: str) -> bool:
+    """The sentence ends as something to do (「…を求めるべきです」「…交渉します」), not as a risk
+    (「…を求められない点も懸念です」)."""
+    core = sentence.rstrip("。.!！ ")
+    if has_risk_words(core[-8:]):
+        return False
+    return any(c in core[-20:] for c in ACTION_CUES)
+
+
+def _context_words(sentence: str) -> tuple[str, ...]:
+    return tuple(name for name in (*CONTRACT_TYPES, *ALIASES) if name in sentence)
+
+
+def _read_sentences(text: str, facts: Facts, *, latest: bool) -> None:
+    for sentence in _sentences(text):
+        if is_question(sentence):
+            if latest:
+                facts.questions.append(sentence.strip())
+            continue  # a question is never a policy, a risk or a fact of the case
+        if any(w in sentence for w in META_WORDS) or is_wrap_up(sentence):
+            continue
+        if _ends_with_action(sentence):
+            plain = plain_statement(sentence)
+            if len(plain) >= 4:
+                facts.action_plan.append(plain)
+            continue
+        risk = risk_statement(sentence, _context_words(sentence))
+        if risk:
+            facts.risks.append(risk)
+            facts.review_points.append(sentence)
+        elif any(c in sentence for c in RISK_CUES):
+            facts.review_points.append(sentence)
+        elif len(sentence) >= 15 and not any(w == sentence.strip("。") for w in CONFIRM_WORDS):
+            facts.case.append(sentence)
+
+
+def _adopt_proposal(facts: Facts, reply: str, proposal: str, examples: list[dict[str, Any]]) -> None:
+    """The user took the house proposal our last turn made: its fields become this entry's."""
+    if not examples or PROPOSAL_MARK not in proposal or is_question(reply) or len(reply) > 40:
+        return
+    if not any(w in reply for w in ACCEPT_WORDS):
+        return
+    example = examples[0]
+    for key, label in (("review_points", "・審査ポイント"), ("action_plan", "・対応方針")):
+        if label in proposal and str(example.get(key) or "").strip():
+            facts.adopted[key] = str(example[key]).strip()
+
+
 def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dict[str, Any] | None]:
     """Facts from the conversation, the user instructions in order, and the last turn we sent."""
     facts = Facts()
-    instructions: list[str] = []
+    examples = parse_examples(str(messages[0].get("content") or "")) if messages else []
+    instructions: list[tuple[str, str]] = []  # (instruction, our message just before it)
     last_turn: dict[str, Any] | None = None
+    before_reply: tuple[dict[str, Any] | None, dict[str, int]] = (None, {})
     for msg in messages[2:]:  # skip system prompt and few-shot turn
         content = _norm(str(msg.get("content") or ""))
         if msg.get("role") == "assistant":
+            before_reply = (last_turn, dict(facts.asked))
             try:
                 parsed = json.loads(content)
                 last_turn = parsed if isinstance(parsed, dict) else last_turn
             except json.JSONDecodeError:
-                pass
+                continue
+            for key in _asked_keys(_assistant_message(last_turn)):
+                facts.asked[key] = facts.asked.get(key, 0) + 1
             continue
-        if msg.get("role") != "user" or _is_repair(content):
+        if msg.get("role") == "user" and _is_repair(content):
+            last_turn, facts.asked = before_reply[0], dict(before_reply[1])  # the output it replaces never counted
+            continue
+        if msg.get("role") != "user":
             continue
         instruction, attachments = _split_payload(content)
         if attachments:
@@ -287,8 +382,8 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
             facts.attachment_names += _attachment_names(content.partition("添付テキスト:")[2])
             facts.contract_type = facts.contract_type or _contract_type(attachments[:300])
         if instruction:
-            instructions.append(instruction)
-    for text in instructions:
+            instructions.append((instruction, _assistant_message(last_turn)))
+    for n, (text, before) in enumerate(instructions):
         labelled, text = split_labelled(text)
         facts.explicit.update(labelled)
         facts.contract_type = _contract_type(text) or facts.contract_type
@@ -301,20 +396,15 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
         if headed or ref:
             facts.topic = _topic(facts.target_clause) or _topic(text) or facts.topic
         facts.topic = facts.topic or _topic(text)
-        for sentence in _sentences(text):
-            if any(w in sentence for w in META_WORDS):
-                continue
-            if any(c in sentence for c in ACTION_CUES):
-                facts.action_plan.append(sentence)
-            elif any(c in sentence for c in RISK_CUES):
-                facts.review_points.append(sentence)
-            elif len(sentence) >= 15 and not any(w == sentence.strip("。") for w in CONFIRM_WORDS):
-                facts.case.append(sentence)
+        _read_sentences(text, facts, latest=n == len(instructions) - 1)
         quoted = _QUOTED.findall(text)
         if quoted:
             facts.clause_sample = quoted[-1]
         if text.strip("。 ") in WAIVE_WORDS or any(w in text for w in ("おまかせ", "お任せ")):
             facts.sample_waived = True
+        if text.strip("。 ") in WAIVE_WORDS and not any(w in text for w in ("おまかせ", "お任せ")):
+            facts.declined.update(_asked_keys(before))  # 「わからない」: what we just asked stays open
+        _adopt_proposal(facts, text.strip(), before, examples)
     if not facts.target_clause and facts.topic:
         for heading in facts.clauses_in_attachments:  # the attachment's clause on this topic
             if any(word in heading for word in (facts.topic[:2], *TOPICS.get(facts.topic, ()))):
@@ -322,7 +412,14 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
                 break
     if not facts.topic and facts.target_clause:
         facts.topic = _topic(facts.target_clause)
-    return facts, instructions, last_turn
+    return facts, [text for text, _ in instructions], last_turn
+
+
+def facts_from_texts(texts: list[str]) -> Facts:
+    """The facts of a case told in ``texts`` (the user's messages, oldest first), read by the same rules."""
+    messages = [{"role": "system", "content": ""}, {"role": "assistant", "content": "{}"}]
+    messages += [{"role": "user", "content": f"ユーザー指示:\n{text}"} for text in texts]
+    return collect_facts(messages)[0]
 
 
 def _clause_label(ref: str, facts: Facts) -> str:
@@ -335,6 +432,11 @@ def _clause_label(ref: str, facts: Facts) -> str:
     return number
 
 
+def current_clause_text(facts: Facts) -> str:
+    """The attachment's text of the target clause (shown in the chat, never put in the entry)."""
+    return facts.clauses_in_attachments.get(re.sub(r"第[0-9一二三四五六七八九十]+項$", "", facts.target_clause), "")
+
+
 def _value(facts: Facts, key: str) -> str:
     if key in facts.explicit:
         return facts.explicit[key]
@@ -343,13 +445,15 @@ def _value(facts: Facts, key: str) -> str:
     if key == "target_clause":
         return facts.target_clause or (f"{facts.topic}条項" if facts.topic else "")
     if key == "review_points":
-        points = [f"・{p}" for p in review_summary(facts)]
-        current = facts.clauses_in_attachments.get(re.sub(r"第[0-9一二三四五六七八九十]+項$", "", facts.target_clause))
-        if points and current:
-            points.append(f"（現行条文: {current[:160]}）")
+        points = ([line for line in facts.adopted["review_points"].split("\n") if line.strip()]
+                  if "review_points" in facts.adopted else [f"・{p}" for p in review_summary(facts)])
+        points += [f"・{r}" for r in list(dict.fromkeys(facts.risks))[:MAX_USER_RISKS]
+                   if not any(r in p for p in points)]
         return "\n".join(points)
     if key == "action_plan":
-        return "\n".join(f"・{p}" for p in dict.fromkeys(facts.action_plan))
+        if facts.action_plan:
+            return "\n".join(f"・{p}" for p in dict.fromkeys(facts.action_plan))
+        return facts.adopted.get("action_plan", "")
     if key == "clause_sample":
         if facts.clause_sample:
             return facts.clause_sample
@@ -397,20 +501,35 @@ def _action_phrase(sentence: str) -> str:
     return f"{m.group(1)}の{m.group(2)}" if m else ""
 
 
+def _topic_named(topic: str, *texts: str) -> bool:
+    """True when one of ``texts`` already names ``topic`` (its name or one of its words)."""
+    words = (topic, *TOPICS.get(topic, ()))
+    return any(w and w in text for w in words for text in texts)
+
+
 def auto_title(facts: Facts) -> str:
-    """「<契約類型>の<条項>：<noun phrase>」. The phrase is a review pattern's title phrase (what the
-    user asked for first, else what went wrong), else the first action as a noun phrase
-    (「…の明記」), else 「見直し」; it never ends mid-clause (「…を明記し」)."""
+    """「<契約類型>の<条項>：<noun phrase>」 without a repeated segment: the clause is left out when the
+    contract type or the phrase already names it (「秘密保持契約：存続期間の確保」). The phrase is a review
+    pattern's title phrase (what the user asked for first, else what went wrong), else the first
+    action as a noun phrase (「…の明記」), else 「見直し」; it never ends mid-clause (「…を明記し」)."""
     actions, problems = _user_account(facts)
     found = _matching_patterns(facts, actions) or _matching_patterns(facts, problems)
     phrase = found[0][3] if found else ""
     if not phrase:
         phrase = next((p for p in map(_action_phrase, facts.action_plan) if p), "")
-    topic = facts.topic or facts.target_clause or "条項"
-    head = f"{facts.contract_type}の{topic}" if facts.contract_type else topic
+    clause = facts.topic
+    if not clause and facts.target_clause:
+        heading = re.search(r"[(（]([^)）]{1,20})[)）]", facts.target_clause)
+        clause = facts.target_clause[:heading.start()] if heading and phrase and heading.group(1) in phrase \
+            else facts.target_clause
+    if facts.contract_type:
+        named = bool(facts.topic) and _topic_named(facts.topic, phrase, facts.contract_type)
+        head = facts.contract_type if (named or not clause) else f"{facts.contract_type}の{clause}"
+    else:
+        head = clause or "条項"
     if phrase:
-        return f"{head}：{phrase}"
-    return f"{head}の見直し" if facts.action_plan else head
+        return concise_title(f"{head}：{phrase}")
+    return concise_title(f"{head}の見直し" if facts.action_plan else head)
 
 
 def missing_items(facts: Facts) -> list[str]:
@@ -421,7 +540,7 @@ def missing_items(facts: Facts) -> list[str]:
         missing.append("target_clause")
     if not (facts.case or facts.review_points or facts.action_plan):
         missing.append("case")
-    if not (facts.review_points or "review_points" in facts.explicit):
+    if not (facts.review_points or "review_points" in facts.explicit or "review_points" in facts.adopted):
         missing.append("review_points")
     if not _value(facts, "action_plan"):
         missing.append("action_plan")
@@ -445,6 +564,17 @@ def _known_summary(facts: Facts) -> str:
     if plan:
         known.append(f"対応方針: 「{plan[:60]}{'…' if len(plan) > 60 else ''}」")
     return "、".join(known)
+
+
+# The wording of each question; an earlier turn that contains a stem asked about that key.
+QUESTION_STEMS = {
+    "contract_type": ("どの種類の契約書",),
+    "target_clause": ("問題になったのはどの条項", "条番号や見出しを教えて"),
+    "case": ("事例の概要を教えて",),
+    "review_points": ("想定されるリスクや、審査時に確認すべきポイント",),
+    "action_plan": ("どのように修正・交渉すべきですか",),
+    "clause_sample": ("推奨する条文例があれば",),
+}
 
 
 def _question(key: str, facts: Facts) -> str:
@@ -475,17 +605,55 @@ def _as_list(value: str) -> str:
 def _draft_message(entry: dict[str, str], heading: str, footer: str) -> str:
     """The draft as chat markdown: real line breaks, blank lines between blocks, lists as lists."""
     blocks = [heading,
-              "\n".join([f"■ タイトル: {entry['knowledge_title']}", f"■ 契約類型: {entry['contract_type']}",
-                         f"■ 対象条項: {entry['target_clause']}"]),
+              "\n".join([f"■ タイトル: {entry['knowledge_title'] or '（未設定）'}",
+                         f"■ 契約類型: {entry['contract_type'] or '（未設定）'}",
+                         f"■ 対象条項: {entry['target_clause'] or '（未設定）'}"]),
               f"■ 審査ポイント:\n{_as_list(entry['review_points'])}",
               f"■ 対応方針:\n{_as_list(entry['action_plan'])}",
-              f"■ 条文例:\n{entry['clause_sample']}", footer]
-    return "\n\n".join(blocks)
+              f"■ 条文例:\n{entry['clause_sample'] or '（未設定）'}", footer]
+    return "\n\n".join(b for b in blocks if b)
+
+
+def _missing_note(missing: list[str]) -> str:
+    if not missing:
+        return ""
+    return ("まだ次の情報がありません: " + "、".join(MISSING_LABELS[k] for k in missing)
+            + "。分かれば「対応方針: …」のように項目名を付けて送ってください。")
+
+
+def _question_note(facts: Facts, examples: list[dict[str, Any]]) -> str:
+    """A question the user asked is answered as one and never taken as the policy."""
+    if not facts.questions:
+        return ""
+    asked = facts.questions[-1].rstrip("?？")
+    note = f"ご質問（「{asked[:60]}」）は、方針としては登録していません。"
+    example = examples[0] if examples else None
+    if example and str(example.get("action_plan") or "").strip():
+        plan = str(example["action_plan"]).replace("\n", " ").lstrip("・").strip()
+        note += (f"{PROPOSAL_MARK} No.{example.get('entry_id')}「{example.get('knowledge_title')}」では、"
+                 f"対応方針を「{plan[:120]}」としています。")
+    return note + "方針として登録する場合は「対応方針: …」のように送ってください。"
+
+
+def _proposal(ask: list[str], examples: list[dict[str, Any]]) -> str:
+    """The house proposal for the review points / action plan being asked (the most similar
+    confirmed entry's own wording), or ""."""
+    if not examples:
+        return ""
+    example = examples[0]
+    lines = [f"{label}: {str(example.get(key) or '').strip()}" for key, label in
+             (("review_points", "・審査ポイント"), ("action_plan", "・対応方針"))
+             if key in ask and str(example.get(key) or "").strip()]
+    if not lines:
+        return ""
+    return (f"参考: {PROPOSAL_MARK} No.{example.get('entry_id')}「{example.get('knowledge_title')}」では次のように"
+            "整理しています。\n" + "\n".join(lines) + "\nこの事例にも当てはまる場合は「この方針で」と送ってください。")
 
 
 def respond(request: LLMRequest) -> dict[str, Any]:
     """The next turn for the conversation in ``request.messages``."""
     facts, instructions, last_turn = collect_facts(request.messages)
+    examples = parse_examples(str(request.messages[0].get("content") or "")) if request.messages else []
     last_phase = ((last_turn or {}).get("state") or {}).get("phase", "collect_case")
     latest = instructions[-1] if instructions else ""
     missing = missing_items(facts)
@@ -499,36 +667,63 @@ def respond(request: LLMRequest) -> dict[str, Any]:
     if not latest.strip():
         return turn("clarify", last_phase, "メッセージが空でした。事例の内容やご質問を入力してください。", None, missing_labels)
 
+    question_note = _question_note(facts, examples)
     drafted = last_phase in ("draft_knowledge", "review_knowledge")
-    if drafted and not missing:
+    if drafted:  # once there is a draft, every turn returns it (updated), never a question loop
         entry = draft_entry(facts)
-        confirmed = any(w in latest for w in CONFIRM_WORDS)
-        edited = bool(_labelled_fields(latest))
-        if confirmed and not edited:
+        confirmed = any(w in latest for w in CONFIRM_WORDS) and not _labelled_fields(latest) and not facts.questions
+        if confirmed:
             return turn("finalize", "review_knowledge", _draft_message(
                 entry, "ナレッジを確定しました。右の「ナレッジ」欄から JSON / CSV でダウンロードできます。",
-                "別の事例を続けて登録する場合は、新しい会話を始めてください。"), entry, [])
+                " ".join(x for x in (_missing_note(missing),
+                                     "別の事例を続けて登録する場合は、新しい会話を始めてください。") if x)), entry, missing_labels)
+        heading = question_note or "ご指摘を反映しました。"
         return turn("finalize", "review_knowledge", _draft_message(
-            entry, "ご指摘を反映しました。", "この内容で確定してよろしいですか？修正がある場合は「対応方針: …」のように項目名を付けて送ってください。"),
-            entry, [])
+            entry, heading, " ".join(x for x in (_missing_note(missing), "この内容で確定してよろしいですか？修正がある場合は"
+                                                "「対応方針: …」のように項目名を付けて送ってください。") if x)),
+            entry, missing_labels)
 
-    if not missing:
-        entry = draft_entry(facts)
-        return turn("finalize", "draft_knowledge", _draft_message(
-            entry, "ヒアリングした内容をもとに、ナレッジのドラフトを作成しました。",
-            "内容をご確認ください。問題なければ「確定」、修正がある場合は「タイトル: …」「対応方針: …」のように送ってください。"),
-            entry, [])
+    previous = _assistant_message(last_turn)
+    for _ in range(2):  # the very same message again would be a loop: what it asked is then left open
+        open_keys = [k for k in missing if k not in facts.declined and facts.asked.get(k, 0) < MAX_ASKS]
+        known_enough = bool(facts.contract_type or facts.topic or facts.target_clause or facts.case or facts.review_points)
+        wrap_up = is_wrap_up(latest)
+        if not missing or (known_enough and (wrap_up or not open_keys)):
+            entry = draft_entry(facts)
+            if not missing:
+                heading = "ヒアリングした内容をもとに、ナレッジのドラフトを作成しました。"
+            else:
+                heading = "ここまでに伺った内容で、ナレッジの草案をまとめました。"
+            footer = " ".join(x for x in (
+                _missing_note(missing),
+                "内容をご確認ください。問題なければ「確定」、修正がある場合は「タイトル: …」「対応方針: …」のように送ってください。") if x)
+            return turn("finalize", "draft_knowledge", _draft_message(entry, question_note + heading if question_note
+                                                                       else heading, footer), entry, missing_labels)
 
-    case_missing = [k for k in missing if k in ("contract_type", "target_clause", "case")]
-    phase = "collect_case" if case_missing else "organize_risks"
-    ask = (case_missing or missing)[:2]
-    known = _known_summary(facts)
-    intro = "ありがとうございます。" + (f"ここまでで {known} と理解しました。" if known else "")
-    if facts.attachment_names and len(instructions) <= 1:
-        intro += f"添付ファイル（{'、'.join(dict.fromkeys(facts.attachment_names))}）を読み込みました。"
-    short_reply = len(latest) < 6 and not any(w in latest for w in WAIVE_WORDS)
-    mode = "clarify" if short_reply else "interview"
-    if short_reply:
-        intro = "すみません、もう少し詳しく教えてください。" + (f"（現在: {known}）" if known else "")
-    message = intro + "\n\n" + "\n".join(f"- {_question(k, facts)}" for k in ask)
+        keys = open_keys or missing
+        case_missing = [k for k in keys if k in ("contract_type", "target_clause", "case")]
+        phase = "collect_case" if [k for k in missing if k in ("contract_type", "target_clause", "case")] else "organize_risks"
+        ask = (case_missing or keys)[:2]
+        known = _known_summary(facts)
+        intro = "ありがとうございます。" + (f"ここまでで {known} と理解しました。" if known else "")
+        if wrap_up and not known_enough:
+            intro = "まだ草案にまとめられる内容がありません。"
+        if facts.attachment_names and len(instructions) <= 1:
+            intro += f"添付ファイル（{'、'.join(dict.fromkeys(facts.attachment_names))}）を読み込みました。"
+        current = current_clause_text(facts)
+        if current and "target_clause" not in missing and len(instructions) <= 3:
+            intro += f"\n\n添付の現行条文（{facts.target_clause}）: {current[:160]}"
+        short_reply = len(latest) < 6 and not any(w in latest for w in WAIVE_WORDS) and not wrap_up
+        mode = "clarify" if short_reply or question_note else "interview"
+        if short_reply:
+            intro = "すみません、もう少し詳しく教えてください。" + (f"（現在: {known}）" if known else "")
+        if question_note:
+            intro = question_note + ("\n\n" + intro if intro else "")
+        message = intro + "\n\n" + "\n".join(f"- {_question(k, facts)}" for k in ask)
+        proposal = _proposal(ask, examples)
+        if proposal:
+            message += "\n\n" + proposal
+        if "".join(_norm(message).split()) != "".join(_norm(previous).split()):
+            break
+        facts.declined.update(ask)
     return turn(mode, phase, message, None, missing_labels)

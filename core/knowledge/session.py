@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, MutableSequence, Sequence
+from typing import Any, Mapping, MutableSequence, Sequence
 
 from core.debuglog import CallTags
 from core.documents import ExtractedDocument
 from core.engine import RetryPolicy
 from core.ids import new_id
+from core.knowledge.guards import TurnContext, guarded_turn
+from core.knowledge.house_style import with_house_style
 from core.knowledge.turn import build_user_payload, call_llm, entry_schema, system_prompt, turn_schema
 from core.results import INPUT_TOO_LONG, TurnResult
 from core.text.input_gate import check_length
@@ -44,8 +46,12 @@ def history_for_model(chat: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
 
 def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[dict[str, str]], user_text: str,
                 documents: Sequence[ExtractedDocument], client: Any, *, log: MutableSequence[dict[str, Any]] | None = None,
-                session_id: str = "", retry: RetryPolicy | None = None) -> TurnOutcome:
+                session_id: str = "", retry: RetryPolicy | None = None,
+                examples: Sequence[Mapping[str, Any]] = ()) -> TurnOutcome:
     """Append the user's turn, call the model, append the reply (or the failure). Never raises.
+    ``examples`` (the most similar confirmed entries) go with the system prompt as the house style
+    (``core.knowledge.house_style``); the reply passes ``core.knowledge.guards`` (one regeneration of a
+    very short or looping message, a tidied entry).
     Text over ``core.text.pii.MAX_MESSAGE_CHARS`` (``core.text.input_gate``) is not sent: the turn fails at
     once with the Japanese "too long" message (``error_type`` ``input_too_long``); both entries are
     marked ``gated`` (shown, never sent to the model, nothing to resend)."""
@@ -67,9 +73,19 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
     }
     chat.append(user_entry)
     started = time.perf_counter()
-    result = call_llm(user_text, file_texts, system_prompt(), history, client, turn_schema(), entry_schema(),
+    system = with_house_style(system_prompt(), examples)
+    result = call_llm(user_text, file_texts, system, history, client, turn_schema(), entry_schema(),
                       log=log, tags=CallTags(session_id=session_id, flow="knowledge", step="turn",
                                              prompt="knowledge_system"), retry=retry)
+
+    def regenerate(instruction: str) -> TurnResult:
+        again = [*history, {"role": "user", "content": user_entry["payload"]},
+                 {"role": "assistant", "content": result.raw}]
+        return call_llm(instruction, None, system, again, client, turn_schema(), entry_schema(), log=log,
+                        tags=CallTags(session_id=session_id, flow="knowledge", step="regenerate",
+                                      prompt="knowledge_regenerate"), retry=retry)
+
+    result = guarded_turn(result, _guard_context(chat, user_text, knowledge_outputs), regenerate)
     latency_ms = round((time.perf_counter() - started) * 1000, 1)
     if result.ok:
         data = result.data or {}
@@ -85,6 +101,14 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
                            "retry_of": user_entry["id"], "attempts": result.attempts, "latency_ms": latency_ms}
     chat.append(assistant_entry)
     return TurnOutcome(result, user_entry, assistant_entry)
+
+
+def _guard_context(chat: Sequence[dict[str, Any]], user_text: str, outputs: Sequence[Any]) -> TurnContext:
+    """The guards' view of the conversation before this turn's reply (``chat`` ends with the user entry)."""
+    previous = next((e for e in reversed(chat[:-1]) if e["role"] == "assistant" and e.get("turn")), None)
+    texts = [t for e in chat if e["role"] == "user" for t in e.get("file_texts") or []]
+    return TurnContext(user_text=user_text, attachment_texts=texts,
+                       previous_message=(previous or {}).get("content") or "", has_draft=bool(outputs))
 
 
 def resend(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[dict[str, str]], user_id: str,

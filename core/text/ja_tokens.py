@@ -183,3 +183,21 @@ class JapaneseTokenizer:
 def get_tokenizer(mode: str = DEFAULT_MODE, form: str = DEFAULT_FORM) -> JapaneseTokenizer:
     """Shared tokenizer instance per (mode, form)."""
     return JapaneseTokenizer(mode, form)
+
+
+_morpheme_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _plain_tokenizer():
+    return _dictionary().tokenizer(mode=_split_mode("C"))
+
+
+def morphemes(text: str) -> list:
+    """Sudachi morphemes (split mode C) of ``text`` cut to ``MAX_INPUT_CHARS`` and to one piece, for
+    readers that need the parts of speech and dictionary forms (not tokens for retrieval)."""
+    text = (text or "")[:MAX_INPUT_CHARS]
+    if not text.strip():
+        return []
+    with _morpheme_lock:
+        return list(_plain_tokenizer().tokenize(pieces(text)[0]))

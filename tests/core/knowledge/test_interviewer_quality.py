@@ -82,11 +82,11 @@ def test_a_dispute_without_a_known_topic_is_summarised_too():
 
 
 @pytest.mark.parametrize("texts, title", [
-    (DAMAGES[:2], "業務委託契約の損害賠償：賠償上限の設定"),
+    (DAMAGES[:2], "業務委託契約の損害賠償：上限額の設定"),
     (["秘密保持契約の第5条（秘密保持）の期間が3年と短い点が問題でした。", "期間を5年に延長するよう交渉すべきです。"],
-     "秘密保持契約の秘密保持：秘密保持期間の確保"),
+     "秘密保持契約：存続期間の確保"),  # the contract type names the clause: not repeated
     (["請負契約の第20条（特約）が問題です。", "特約の適用範囲を明記し、相手方と協議する。"],
-     "請負契約の第20条(特約)：特約の適用範囲の明記"),
+     "請負契約の第20条：特約の適用範囲の明記"),  # the heading 「特約」 is in the phrase
 ])
 def test_auto_titles_are_complete_phrases(texts, title):
     assert auto_title(facts_of(*texts)) == title
@@ -116,8 +116,10 @@ def test_an_attachment_that_gives_orders_is_not_quoted_into_the_entry():
     _, knowledge, outcomes = interview(["第8条の損害賠償が無制限な点が問題です。", "上限を設けるよう修正を求めるべきです。", "おまかせ"],
                                        [doc])
     entry = knowledge[0]
-    assert "一切の損害を賠償する" in entry["review_points"]  # the clause itself is quoted
+    assert "一切の損害を賠償する" not in entry["review_points"]  # contract text stays out of review points
+    assert "一切の損害を賠償する" in outcomes[0].result.assistant_message  # it is shown in the chat instead
     assert not any("無視" in v or "承認済み" in v for v in entry.values())
+    assert not any("無視" in o.result.assistant_message for o in outcomes)
     assert "契約書.txt" in outcomes[0].result.assistant_message
 
 

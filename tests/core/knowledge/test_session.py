@@ -7,7 +7,7 @@ from core.knowledge.session import current_state, history_for_model, resend, sub
 from core.llm.scripted import ScriptedClient
 
 TURN = {"control": {"schema_version": "1.0", "mode": "finalize"},
-        "state": {"phase": "draft_knowledge", "missing_info": []}, "assistant_message": "草案です",
+        "state": {"phase": "draft_knowledge", "missing_info": []}, "assistant_message": "草案を作成しました。内容をご確認ください。",
         "knowledge_json": {"contract_type": "売買契約", "knowledge_title": "t", "target_clause": "第3条",
                            "review_points": "r", "action_plan": "a", "clause_sample": "c"}}
 
@@ -30,7 +30,7 @@ def test_failure_keeps_input_and_resend_sends_the_same_payload():
     assert knowledge[0]["contract_type"] == "売買契約"
     assert current_state(chat)["state"]["phase"] == "draft_knowledge"
     assert "売買契約" in entries_csv(knowledge).decode("utf-8-sig").splitlines()[1]
-    assert json.loads(turns_jsonl(chat))["assistant_message"] == "草案です"
+    assert json.loads(turns_jsonl(chat))["assistant_message"] == "草案を作成しました。内容をご確認ください。"
 
 
 def test_history_replays_payloads_and_full_turn_json():

@@ -1,0 +1,203 @@
+"""The knowledge base over HTTP, for other internal tools: ``GET /api/knowledge`` and ``POST /api/knowledge/ask``.
+
+* ``GET /api/knowledge?q=&contract_type=&status=&limit=`` — confirmed entries unless ``status`` names
+  another (``draft``, ``archived``). With ``q`` over confirmed entries: the same hybrid search as the
+  console (``core.knowledge.retrieval``), most relevant first, each with its ``score``; with ``q`` and
+  another status: a plain text match (``score`` null). Without ``q``: newest first.
+* ``POST /api/knowledge/ask`` ``{"question": "..."}`` → ``{"answer": str, "sources": [{"entry_id",
+  "title", "contract_type", "score"}]}`` (``core.knowledge.ask``), most relevant first, ``"sources": []``
+  and 「該当するナレッジはありません。」 when nothing fits; a failed model call is still a 200 with the
+  Japanese failure text and ``"fallback": true``, as ``/api/chat`` does.
+
+Bad input gets a Japanese 422 in ``/api/chat``'s shape (``detail`` naming the fields at fault, ``errors``),
+never echoing the input; a body over 64 KB is refused by the app's size limit (413). Entries leave through
+``core.knowledge.export.clean_entry``: personal data masked, secrets removed. Every dependency
+(``get_store``, ``get_client``, ``get_index``, ``get_debug_log``) can be replaced with
+``app.dependency_overrides``.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Annotated, Any, Callable, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+from core.identity import Identity
+from core.knowledge.ask import MAX_QUESTION_CHARS, ask
+from core.knowledge.export import clean_entry
+from core.knowledge.retrieval import KnowledgeIndex, knowledge_index
+from core.llm.registry import ProviderRegistry
+from core.llm.settings import load_settings
+from core.store import get_store as shared_store
+from core.store.debug_sink import StoredDebugLog
+from core.store.store import Store
+
+API_CALLER = Identity(name="api", source="anonymous")
+MAX_QUERY_CHARS = 200
+MAX_LIST = 100
+FIELD_LABELS = {"question": "question（質問）", "q": "q（検索語）", "contract_type": "contract_type（契約類型）",
+                "status": "status（状態）", "limit": "limit（件数）", "body": "リクエスト本文"}
+_TEXT = {
+    "missing": "必須です",
+    "string_too_short": "空にはできません",
+    "string_too_long": "{max_length} 文字以内にしてください",
+    "string_type": "文字列で指定してください",
+    "literal_error": "draft / confirmed / archived のいずれかを指定してください",
+    "int_parsing": "整数で指定してください",
+    "greater_than_equal": "{ge} 以上にしてください",
+    "less_than_equal": "{le} 以下にしてください",
+    "extra_forbidden": "不明な項目です",
+    "model_attributes_type": "JSON オブジェクトで送ってください",
+    "json_invalid": "JSON として読めません",
+}
+
+
+def _field(loc: tuple) -> str:
+    """The parameter or body field at fault, only when it is one of ours (an unknown key a caller sent
+    is not echoed back)."""
+    name = loc[1] if len(loc) > 1 else ""
+    return name if isinstance(name, str) and name in FIELD_LABELS else "body"
+
+
+def _message(error: dict) -> str:
+    template = _TEXT.get(str(error.get("type", "")))
+    if template:
+        try:
+            return template.format(**(error.get("ctx") or {}))
+        except (KeyError, IndexError, ValueError):
+            pass
+    return "不正な値です"
+
+
+def invalid_request(exc: RequestValidationError) -> JSONResponse:
+    fields: dict[str, dict[str, str]] = {}
+    for error in exc.errors():
+        name = _field(tuple(error.get("loc") or ()))
+        fields.setdefault(name, {"field": name, "message": _message(error), "type": str(error.get("type", ""))})
+    listed = "、".join(f"{FIELD_LABELS[f['field']]}（{f['message']}）" for f in fields.values())
+    return JSONResponse({"detail": f"リクエストの内容に誤りがあります: {listed}", "errors": list(fields.values())},
+                        status_code=422)
+
+
+class JapaneseErrors(APIRoute):
+    """This router's validation errors as Japanese 422s (module docstring)."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def route(request: Request):
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return invalid_request(exc)
+
+        return route
+
+
+router = APIRouter(route_class=JapaneseErrors, tags=["knowledge"])
+
+_client_lock = threading.Lock()
+_client: list[Any] = []
+
+
+# ---- dependencies ------------------------------------------------------------------------------
+def get_store() -> Store:
+    return shared_store()
+
+
+def get_client() -> Any:
+    """The model client as the console builds it (offline without a key), built once per process."""
+    with _client_lock:
+        if not _client:
+            _client.append(ProviderRegistry(load_settings()).get_active())
+        return _client[0]
+
+
+def get_index(store: Annotated[Store, Depends(get_store)]) -> KnowledgeIndex:
+    return knowledge_index(store)
+
+
+def get_debug_log(store: Annotated[Store, Depends(get_store)]) -> StoredDebugLog | None:
+    """With ``KAIWA_DEBUG`` on, the ask call lands in the console's shared debug log."""
+    return StoredDebugLog(store, API_CALLER) if load_settings().debug else None
+
+
+# ---- models --------------------------------------------------------------------------------------
+class AskBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS)]
+
+
+class Source(BaseModel):
+    entry_id: int
+    title: str
+    contract_type: str
+    score: float
+
+
+class AskResponse(BaseModel):
+    answer: str
+    sources: list[Source]
+    fallback: bool = False
+
+
+class Entry(BaseModel):
+    entry_id: int
+    status: str
+    version: int
+    knowledge_title: str
+    contract_type: str
+    target_clause: str
+    review_points: str
+    action_plan: str
+    clause_sample: str
+    updated_at: str
+    confirmed_at: str | None = None
+    score: float | None = None
+
+
+class EntryList(BaseModel):
+    entries: list[Entry]
+    count: int
+
+
+def _entry(row: dict[str, Any], score: float | None = None) -> Entry:
+    clean = clean_entry(row)
+    return Entry(entry_id=int(row["id"]), status=str(row["status"]), version=int(row["version"]),
+                 updated_at=str(row.get("updated_at") or ""), confirmed_at=row.get("confirmed_at"),
+                 score=None if score is None else round(score, 4),
+                 **{f: str(clean.get(f) or "") for f in ("knowledge_title", "contract_type", "target_clause",
+                                                          "review_points", "action_plan", "clause_sample")})
+
+
+# ---- routes --------------------------------------------------------------------------------------
+@router.get("/api/knowledge", response_model=EntryList, summary="ナレッジの一覧・検索（既定は確定済み）",
+            responses={422: {"description": "パラメータの誤り"}})
+def list_knowledge(store: Annotated[Store, Depends(get_store)], index: Annotated[KnowledgeIndex, Depends(get_index)],
+                   q: Annotated[str, Query(max_length=MAX_QUERY_CHARS)] = "",
+                   contract_type: Annotated[str, Query(max_length=100)] = "",
+                   status: Annotated[Literal["draft", "confirmed", "archived"] | None, Query()] = None,
+                   limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 20) -> EntryList:
+    query = q.strip()
+    wanted = status or "confirmed"
+    if query and wanted == "confirmed":
+        hits = index.search(query, n=limit, contract_type=contract_type.strip() or None)
+        entries = [_entry(h.entry, h.score) for h in hits]
+    else:
+        rows = store.list_entries(status=wanted, contract_type=contract_type.strip() or None, query=query, limit=limit)
+        entries = [_entry(row) for row in rows]
+    return EntryList(entries=entries, count=len(entries))
+
+
+@router.post("/api/knowledge/ask", response_model=AskResponse, summary="確定済みナレッジに質問する",
+             responses={413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"}})
+def ask_knowledge(body: AskBody, index: Annotated[KnowledgeIndex, Depends(get_index)],
+                  client: Annotated[Any, Depends(get_client)],
+                  log: Annotated[StoredDebugLog | None, Depends(get_debug_log)]) -> AskResponse:
+    answer = ask(body.question, index, client, log=log)
+    return AskResponse(answer=answer.answer, sources=[Source(**h.source()) for h in answer.sources],
+                       fallback=not answer.ok)

@@ -1,0 +1,145 @@
+"""Ask the knowledge base: a reviewer's question answered only from confirmed entries, with citations.
+
+:func:`ask` searches the confirmed entries (:class:`core.knowledge.retrieval.KnowledgeIndex`), and when
+some fit, makes **one** schema-checked call through ``core.engine.structured_call`` (task and schema
+``knowledge_answer``: ``{answer, sources}`` like seed 000 §10; prompts ``knowledge_answer_system`` and
+``knowledge_answer``, each entry in its own data block). The model's sources are kept only when they
+name an entry that was retrieved, ordered most relevant first (retrieval score); an answer that cites
+none of them is not an answer built from the knowledge base, so it becomes 「該当するナレッジはありません。」
+— as when nothing scores ``MIN_SCORE`` (then no call is made at all). The question is masked for
+personal data before it goes to the model or the debug log.
+
+:func:`offline_answer` is the built-in provider's policy: it quotes the best entry (and a second one
+scoring close to it) — its action plan and review points, word for word — with its number and title.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, MutableSequence
+
+from core.debuglog import CallTags
+from core.engine import RetryPolicy, structured_call
+from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex
+from core.prompts import load_prompt, render
+from core.schemas import load_schema
+from core.text.pii import mask_pii
+from core.text.untrusted import data_block
+from core.validation import ENTRY_FIELDS
+
+logger = logging.getLogger(__name__)
+
+ASK_TASK = "knowledge_answer"
+NO_KNOWLEDGE = "該当するナレッジはありません。"
+FAILED = "一時的に回答を作成できませんでした。時間をおいてもう一度お試しください。"
+MAX_QUESTION_CHARS = 2000
+ASK_HITS = 3
+ENTRY_FIELD_CHARS = 600
+SECOND_ENTRY_RATIO = 0.8  # the offline answer quotes a second entry scoring at least this share of the best
+
+
+@dataclass
+class KnowledgeAnswer:
+    """``answer`` and the cited entries (most relevant first); ``ok`` False = the model call failed."""
+
+    ok: bool
+    answer: str
+    sources: list[KnowledgeHit] = field(default_factory=list)
+    quotes: dict[int, str] = field(default_factory=dict)  # entry id -> the sentences the answer used
+    error_type: str | None = None
+
+    def as_response(self) -> dict[str, Any]:
+        return {"answer": self.answer, "sources": [h.source() for h in self.sources]}
+
+
+def _entry_block(hit: KnowledgeHit) -> str:
+    e = hit.entry
+    lines = [f"No.{hit.entry_id} {e.get('knowledge_title') or ''}",
+             f"契約類型: {e.get('contract_type') or ''}", f"対象条項: {e.get('target_clause') or ''}",
+             f"審査ポイント:\n{str(e.get('review_points') or '')[:ENTRY_FIELD_CHARS]}",
+             f"対応方針:\n{str(e.get('action_plan') or '')[:ENTRY_FIELD_CHARS]}",
+             f"条文例: {str(e.get('clause_sample') or '')[:ENTRY_FIELD_CHARS]}"]
+    return data_block("\n".join(lines))
+
+
+def _context_entry(hit: KnowledgeHit) -> dict[str, Any]:
+    fields = ("knowledge_title", "contract_type", "target_clause", "review_points", "action_plan", "clause_sample")
+    return {"entry_id": hit.entry_id, "score": round(hit.score, 4), **{f: str(hit.entry.get(f) or "") for f in fields}}
+
+
+def _flat(text: str) -> str:
+    return "".join(str(text or "").split())
+
+
+def _grounded(data: dict[str, Any], hits: list[KnowledgeHit]) -> tuple[list[KnowledgeHit], dict[int, str]]:
+    by_id = {h.entry_id: h for h in hits}
+    cited: dict[int, str] = {}
+    for item in data.get("sources") or []:
+        try:
+            entry_id = int(item.get("entry_id"))
+        except (TypeError, ValueError):
+            continue
+        hit = by_id.get(entry_id)
+        if hit is None or entry_id in cited:
+            continue
+        body = _flat("\n".join(str(hit.entry.get(f) or "") for f in ENTRY_FIELDS))
+        quoted = str(item.get("content") or "").strip()
+        lines = [ln.strip().lstrip("・") for ln in quoted.split("\n") if ln.strip()]
+        cited[entry_id] = quoted if lines and all(_flat(ln) in body for ln in lines) else ""
+    ordered = sorted((by_id[i] for i in cited), key=lambda h: -h.score)
+    return ordered, cited
+
+
+def ask(question: str, index: KnowledgeIndex, client: Any, *, log: MutableSequence[dict[str, Any]] | None = None,
+        session_id: str = "", retry: RetryPolicy | None = None) -> KnowledgeAnswer:
+    """The answer to ``question`` from the confirmed entries (module docstring). Never raises for a
+    model or search failure (``ok=False`` with :data:`FAILED`)."""
+    asked = (question or "").strip()[:MAX_QUESTION_CHARS]
+    if not asked:
+        return KnowledgeAnswer(ok=True, answer=NO_KNOWLEDGE)
+    try:
+        hits = index.search(asked, n=ASK_HITS)
+    except Exception:  # noqa: BLE001 - a broken index is a failed answer, never a crash
+        logger.warning("knowledge search failed", exc_info=True)
+        return KnowledgeAnswer(ok=False, answer=FAILED, error_type="retrieval")
+    if not hits:
+        return KnowledgeAnswer(ok=True, answer=NO_KNOWLEDGE)
+    masked = mask_pii(asked)
+    messages = [{"role": "system", "content": load_prompt("knowledge_answer_system")},
+                {"role": "user", "content": render("knowledge_answer", question=masked,
+                                                   entries="\n\n".join(_entry_block(h) for h in hits))}]
+    result = structured_call(client, messages, schema=load_schema(ASK_TASK), name=ASK_TASK, temperature=0.0,
+                             context={"question": masked, "entries": [_context_entry(h) for h in hits]}, log=log,
+                             tags=CallTags(session_id=session_id, flow="knowledge", step="ask", prompt="knowledge_answer"),
+                             retry=retry)
+    if not result.ok:
+        return KnowledgeAnswer(ok=False, answer=FAILED, error_type=result.error_type)
+    sources, quotes = _grounded(result.data or {}, hits)
+    if not sources:
+        return KnowledgeAnswer(ok=True, answer=NO_KNOWLEDGE)
+    return KnowledgeAnswer(ok=True, answer=str(result.data["answer"]).strip(), sources=sources, quotes=quotes)
+
+
+def _lines(text: str, limit: int = 4) -> list[str]:
+    return [ln.strip() for ln in str(text or "").split("\n") if ln.strip()][:limit]
+
+
+def offline_answer(request: Any) -> dict[str, Any]:
+    """Offline policy of ``knowledge_answer``: the best entry (and a close second) quoted word for word."""
+    entries = sorted((request.context or {}).get("entries") or [], key=lambda e: -float(e.get("score") or 0))
+    if not entries:
+        return {"answer": NO_KNOWLEDGE, "sources": []}
+    top = float(entries[0].get("score") or 0)
+    used = [entries[0]] + [e for e in entries[1:2] if float(e.get("score") or 0) >= SECOND_ENTRY_RATIO * top]
+    parts, sources = [], []
+    for e in used:
+        plan, points = _lines(e["action_plan"]), _lines(e["review_points"])
+        where = "・".join(x for x in (e["contract_type"], e["target_clause"]) if x)
+        block = [f"当社の確定済みナレッジ No.{e['entry_id']}「{e['knowledge_title']}」（{where}）では、次のように整理しています。"]
+        if plan:
+            block.append("対応方針:\n" + "\n".join(plan))
+        if points:
+            block.append("審査ポイント:\n" + "\n".join(points))
+        parts.append("\n".join(block))
+        sources.append({"entry_id": int(e["entry_id"]), "content": "\n".join(plan or points)})
+    return {"answer": "\n\n".join(parts), "sources": sources}
