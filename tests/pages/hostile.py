@@ -61,8 +61,9 @@ class Seeded:
     booking: str
 
 
-def _api_booking() -> str:
-    """A customer of the HTTP API: a hostile symptom and booking form, confirmed."""
+def _api_session(choice: str) -> str:
+    """A customer of the HTTP API with a hostile symptom who picks ``choice`` at the reservation step:
+    ``dispatch`` fills in a hostile booking form and confirms it, ``skip`` books nothing."""
     api_app.dependency_overrides[get_retriever] = KeywordManualRetriever
     api_app.dependency_overrides[get_client] = OfflineClient
     try:
@@ -77,20 +78,25 @@ def _api_booking() -> str:
         post(session_id=sid, action="select_vehicle", action_value=MIRAI)
         post(session_id=sid, action="confirm_photo", action_value="yes")
         post(session_id=sid, message=f"ブレーキが効かない {HOSTILE}")
-        form = post(session_id=sid, action="reserve", action_value="dispatch")
-        assert form["prompt"]["type"] == "booking_form", form
-        post(session_id=sid, action="submit_booking",
-             action_value={"name": HOSTILE_NAME, "phone": "090-1234-5678", "address": f"=1+2 {IMAGE}"})
-        done = post(session_id=sid, action="booking", action_value="confirm")
-        assert done["current_step"] == "done", done
+        form = post(session_id=sid, action="reserve", action_value=choice)
+        if choice == "dispatch":
+            assert form["prompt"]["type"] == "booking_form", form
+            post(session_id=sid, action="submit_booking",
+                 action_value={"name": HOSTILE_NAME, "phone": "090-1234-5678", "address": f"=1+2 {IMAGE}"})
+            form = post(session_id=sid, action="booking", action_value="confirm")
+        assert form["current_step"] == "done", form
     finally:
         api_app.dependency_overrides.clear()
     return sid
 
 
+def skipped_booking() -> str:
+    return _api_session("skip")
+
+
 def seed(store) -> Seeded:
     """Hostile text in every kind of stored data the pages show."""
-    sid = _api_booking()
+    sid = _api_session("dispatch")
     [booking] = store.list_bookings(conversation_id=sid)
     typed = Identity(name=HOSTILE_NAME, source="local")
     conversations = KnowledgeConversations(store, typed)
@@ -136,15 +142,19 @@ def markup_strings(at) -> list[tuple[str, str]]:
     return out
 
 
-def offending(at) -> list[tuple[str, str]]:
+def offending_values(values: list[str]) -> list[str]:
     """The strings that would render a link, an image or raw HTML, or hold an autolinkable URL."""
     bad = []
-    for kind, value in markup_strings(at):
+    for value in values:
         html = _MD.render(value)
-        lowered = value.lower()
-        if "<a " in html or "<img" in html or "://" in value or "www." in lowered:
-            bad.append((kind, value))
+        if "<a " in html or "<img" in html or "://" in value or "www." in value.lower():
+            bad.append(value)
     return bad
+
+
+def offending(at) -> list[tuple[str, str]]:
+    """(kind, text) of the page's markdown-bearing strings that :func:`offending_values` rejects."""
+    return [(kind, value) for kind, value in markup_strings(at) if offending_values([value])]
 
 
 def assert_inert(at, where: str = "") -> None:
