@@ -13,6 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.knowledge.confirmation import CONFIRM_WORDS, is_typed_confirmation
 from core.llm.base import LLMRequest
 from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
 from core.text.untrusted import OPEN, strip_markers
@@ -51,8 +52,6 @@ SAMPLE_CLAUSES = {
     "検収": "甲は、成果物の納入後10営業日以内に検査を行い、合否を乙に書面で通知する。期間内に通知がない場合は、検査に合格したものとみなす。",
     "契約不適合責任": "乙は、成果物が本契約の内容に適合しない場合、甲が検収後1年以内に通知したときに限り、履行の追完又は代金の減額に応じる。",
 }
-CONFIRM_WORDS = ("確定", "問題ありません", "問題ない", "これで大丈夫", "これでお願いします", "これでOK", "OKです",
-                 "承認", "了承", "それでお願いします", "大丈夫です", "以上です")
 WAIVE_WORDS = ("おまかせ", "お任せ", "特になし", "特にない", "なし", "ありません", "ない", "不要", "わからない", "分からない")
 RISK_CUES = ("リスク", "不利", "問題", "懸念", "上限", "無制限", "一方的", "過大", "曖昧", "不明確", "負担", "責任",
              "おそれ", "恐れ", "可能性", "困る", "損", "漏えい", "漏洩", "紛争", "トラブル", "揉め", "もめ")
@@ -502,11 +501,11 @@ def respond(request: LLMRequest) -> dict[str, Any]:
     drafted = last_phase in ("draft_knowledge", "review_knowledge")
     if drafted and not missing:
         entry = draft_entry(facts)
-        confirmed = any(w in latest for w in CONFIRM_WORDS)
+        confirmed = is_typed_confirmation(latest)  # what the console confirms (core.knowledge.confirmation)
         edited = bool(_labelled_fields(latest))
         if confirmed and not edited:
             return turn("finalize", "review_knowledge", _draft_message(
-                entry, "ナレッジを確定しました。右の「ナレッジ」欄から JSON / CSV でダウンロードできます。",
+                entry, "確定のご指示を受け付けました。この内容がナレッジの最終版です。",
                 "別の事例を続けて登録する場合は、新しい会話を始めてください。"), entry, [])
         return turn("finalize", "review_knowledge", _draft_message(
             entry, "ご指摘を反映しました。", "この内容で確定してよろしいですか？修正がある場合は「対応方針: …」のように項目名を付けて送ってください。"),
