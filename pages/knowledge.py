@@ -7,6 +7,7 @@ from core.documents import MAX_UPLOAD_BYTES, upload_limit_text
 from core.knowledge.conversation import KnowledgeConversations
 from ui import knowledge_chat
 from ui.conversations import bind_conversation, recent_conversations
+from ui.display_name import recorded_as
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
@@ -82,6 +83,8 @@ with chat_col:
 with side_col:
     knowledge_chat.progress_panel(state.chat)
     knowledge_chat.draft_cards(state.knowledge_outputs, state.chat, on_confirm=_confirm_entry)
+    if state.knowledge_outputs:
+        recorded_as(identity())  # who a confirmation (button or typed 「確定」) is recorded as
     drafts = [e for e in state.knowledge_outputs if e.get("status") == "draft"]
     if not state.get("confirm_reset"):
         if st.button("新しい会話を始める", key="reset_chat"):

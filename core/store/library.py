@@ -9,7 +9,6 @@ from core.store import tables as t
 from core.store.base import clean_fields, dumps, loads, require, who
 from core.validation import ENTRY_FIELDS
 
-
 STATUS_JA = {"draft": "下書き", "confirmed": "確定済み", "archived": "アーカイブ済み"}
 ACTION_JA = {"confirm": "確定", "archive": "アーカイブ", "restore": "下書きに復元"}
 

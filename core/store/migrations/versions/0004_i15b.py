@@ -6,9 +6,8 @@ and ``bookings.updated_by_label``, filled from the history for rows written befo
 Revision ID: 0004_i15b
 Revises: 0002
 """
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0004_i15b'
 down_revision = '0002'
