@@ -205,15 +205,17 @@ def test_internal_words_appear_only_in_debug_views(seeded, monkeypatch):
     monkeypatch.setenv("KAIWA_DEBUG", "0")
     store = get_store()
     store.set_booking_status(seeded.booking, "confirmed", Identity(name="受付", source="local"))
-    hostile.skipped_booking()  # an API customer who chose 「今は予約しない」
+    skipped = hostile.skipped_booking()  # an API customer who chose 「今は予約しない」
     faq = visit("pages/faq.py", session=seeded.faq_id)
     faq.chat_input(key="faq_input").set_value("オイル交換の目安は？").run()
     walks = {"faq": faq, "knowledge": visit(session=seeded.knowledge_id),
              "diagnosis": visit("pages/diagnosis.py", session=seeded.diagnosis_id),
+             "diagnosis (skipped)": visit("pages/diagnosis.py", session=skipped),
              "library": visit("pages/library.py", state={"lib_table": SELECT_FIRST, "lib_status": []}),
              "bookings": visit("pages/bookings.py", state={"bk_table": SELECT_FIRST}),
              "analytics": visit("pages/analytics.py"), "manual admin": visit("pages/manual_admin.py")}
     assert any("5,000km" in text for text in _visible(faq))  # the answer is there, without its article id
+    assert any("今は予約しない" in text for text in _visible(walks["diagnosis (skipped)"]))
     for name, at in walks.items():
         found = sorted({m.group(0) for text in _visible(at) for m in INTERNAL.finditer(text)})
         assert not found, f"{name} shows internal words: {found}"

@@ -12,7 +12,7 @@ from core.llm.strategies import ALL_STRATEGIES
 from core.prompts import load_prompt, prompt_names
 from core.store.prompt_versions import list_prompt_versions
 from core.text.jst import jst
-from ui.safe import lines, plain
+from ui.safe import lines, plain, table
 from ui.session import identity, store
 from ui.sidebar import STRATEGY_LABELS
 from ui.workbench.labels import method_label, record_label
@@ -69,9 +69,9 @@ def save_prompt_section(record: dict[str, Any]) -> None:
     history = list_prompt_versions(store(), name, limit=20)
     if history:
         with st.expander(f"保存履歴（{len(history)} 件）"):
-            st.dataframe([{"版": h["version"], "前の版": h["previous_version"] or "—", "保存者": h["created_by_label"],
-                           "日時": jst(h["created_at"]), "メモ": h["note"]} for h in history],
-                         hide_index=True, width="stretch")
+            table([{"版": h["version"], "前の版": h["previous_version"] or "—", "保存者": h["created_by_label"],
+                    "日時": jst(h["created_at"]), "メモ": h["note"]} for h in history],
+                  hide_index=True, width="stretch")
 
 
 def replay_tab(shown_records: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],
