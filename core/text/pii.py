@@ -125,7 +125,9 @@ _PLUGIN_SECRETS = _recompiled(DETECT_SECRETS_PLUGINS)
 # Private keys: the plugin's start markers (and any other "BEGIN … PRIVATE KEY"), up to the end marker.
 _KEY_START = re2.compile("(?:-----)?(?:" + "|".join(p.pattern for p in PrivateKeyDetector.denylist)
                          + r"|BEGIN [A-Z0-9 ]{0,30}PRIVATE KEY(?: BLOCK)?)(?:-----)?")
-_KEY_BODY = re2.compile(r"(?:[A-Za-z0-9+/=:,.\- \t]*\r?\n)*[A-Za-z0-9+/=:,.\- \t]*")
+# A key without its end marker: the key-like characters that follow (one character class, no nesting: a
+# linear ``re`` scan from a position, which re2's Python binding would re-encode the whole text for).
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=:,.\- \t\r\n]*")
 MAX_KEY_CHARS = 16_384  # an end marker further away than this does not belong to the key
 _KANJI_DIGITS = re.compile("[〇一二三四五六七八九]{2,}")
 _KANJI_TO_ASCII = str.maketrans("〇一二三四五六七八九", "0123456789")
@@ -280,14 +282,17 @@ def _key_spans(text: str) -> Iterator[tuple[int, int, str]]:
     :data:`MAX_KEY_CHARS` on), else over the key-like lines that follow. Linear: the next end marker is
     searched once and reused until the scan passes it."""
     pos, end_marker = 0, -2
-    while (m := _KEY_START.search(text, pos)) is not None:
+    for m in _KEY_START.finditer(text):  # one pass of re2 over the text
+        if m.start() < pos:
+            continue  # inside the key block just found
         if end_marker != -1 and end_marker < m.end():
             end_marker = text.find("-----END", m.end())
         if end_marker != -1 and end_marker - m.end() <= MAX_KEY_CHARS:
             close = text.find("-----", end_marker + 8, end_marker + 100)
             end = close + 5 if close != -1 else end_marker + 8
         else:
-            end = _KEY_BODY.match(text, m.end()).end()
+            body = _KEY_BODY.match(text, m.end(), m.end() + MAX_KEY_CHARS)
+            end = body.end() if body else m.end()
         yield m.start(), end, "secret"
         pos = max(end, m.end())
 
