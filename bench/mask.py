@@ -43,8 +43,13 @@ def _model_output(n: int) -> str:
 
 
 def _adversarial(n: int) -> str:
-    """What made the old patterns quadratic: long runs of e-mail, number and address characters."""
-    parts = ["x" * 1000, "1-" * 500, "a@" * 500, "東京都千代田区" * 150, "0 " * 500, "ｓｋ－" * 300]
+    """What made the old patterns quadratic: long runs of e-mail, number and address characters, and the
+    shapes the newer rules look for."""
+    parts = ["x" * 1000, "1-" * 500, "a@" * 500, "東京都千代田区" * 150, "0 " * 500, "ｓｋ－" * 300,
+             # and what the rules added for issue #15 read: key markers without an end, (at)/(dot), kanji
+             # numerals, digit runs with / and の, connection-string keys, Slack app tokens
+             "-----BEGIN PRIVATE KEY-----" * 20, "a(at)b(dot)" * 50, "〇一" * 250, "1/2の" * 125,
+             "AccountKey=" * 50, "xapp-1-" * 80]
     text = "".join(parts)
     return (text * (n // len(text) + 1))[:n]
 

@@ -12,8 +12,12 @@ from core import analytics
 from core.diagnosis.view import LEVEL_LABELS, STEP_LABELS
 from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
+from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
+from core.text.spreadsheet import csv_bytes
+from ui import safe
 from ui.session import leave_pages_directory_mode, store
+from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -29,9 +33,9 @@ COLUMNS = {
     "last_asked": "最終質問日時",
 }
 VALUES = {
-    "stage": {"started": "開始", "finalize": "確定モード（finalize）", "confirmed": "ナレッジ確定"},
+    "stage": {"started": "開始", "finalize": "草案の提示（確定前）", "confirmed": "ナレッジ確定"},
     "phase": {analytics.NO_PHASE: "（応答なし）"},
-    "target": {"draft_knowledge": "草案作成（draft_knowledge）", "finalize": "確定モード（finalize）"},
+    "target": {"draft_knowledge": "草案作成", "finalize": "草案の提示（確定前）"},
     "metric": {"entries": "ナレッジ数", "status_draft": "下書き", "status_confirmed": "確定済み",
                "status_archived": "アーカイブ", "ever_confirmed": "一度でも確定された", "conversations_with_confirmed":
                "確定ナレッジのある会話", "booked_conversations": "予約のある会話", "booking_rate": "予約率",
@@ -41,11 +45,31 @@ VALUES = {
     "outcome": {k: label for k, (label, _) in OUTCOME_BADGES.items()},
     "provider": {**PROVIDER_LABELS, analytics.UNKNOWN: "不明"},
 }
+FLOW_LABELS = {"knowledge": "契約ナレッジ", "diagnosis": "車両問診", "faq": "FAQ"}
+TASK_STEP_LABELS = {"turn": "ターン", "IR": "意図の判定", "GE": "検索の計画", "NLG": "回答の作成", **STEP_LABELS}
+METHODS = {**METHOD_LABELS, "offline": "オフライン"}
+ERRORS = {**OUTCOME_LABELS, "provider_error": "モデル呼び出しの失敗", "input_too_long": "入力が長すぎる",
+          **{f"provider_error:{k}": f"モデル呼び出しの失敗（{v}）" for k, v in PROVIDER_KIND_JA.items()},
+          analytics.UNKNOWN: "不明"}
 PHASE_LABELS = {"collect_case": "事例ヒアリング", "organize_risks": "リスク整理", "draft_knowledge": "ナレッジ草案作成",
                 "review_knowledge": "レビュー・確定"}
 VALUES["stage"].update(PHASE_LABELS)
 VALUES["phase"].update(PHASE_LABELS)
 VALUES["metric"]["conversations"] = "会話数"
+VALUES["error_type"] = ERRORS
+
+
+def series_label(series: str) -> str:
+    """``knowledge/turn · openai · v1`` (a line of the quality chart) in words."""
+    task, _, rest = str(series).partition(" · ")
+    provider, _, version = rest.partition(" · ")
+    return " · ".join(p for p in (task_label(task), VALUES["provider"].get(provider, provider), version) if p)
+
+
+def task_label(task: str) -> str:
+    """``knowledge/turn`` → 「契約ナレッジ・ターン」: a model task in words."""
+    flow, _, step = str(task).partition("/")
+    return f"{FLOW_LABELS.get(flow, flow)}・{TASK_STEP_LABELS.get(step, step or '—')}"
 
 
 def labelled(table: pd.DataFrame) -> pd.DataFrame:
@@ -54,13 +78,15 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     for column, labels in VALUES.items():
         if column in shown:
             shown[column] = shown[column].map(lambda v, m=labels: m.get(v, v))
-    return shown.rename(columns=COLUMNS)
+    if "task" in shown:
+        shown["task"] = shown["task"].map(task_label)
+    return shown.rename(columns={**COLUMNS, **METHODS})
 
 
 def show(table: pd.DataFrame, key: str, *, index: bool = False) -> pd.DataFrame:
     shown = labelled(table)
-    st.dataframe(shown, hide_index=not index, width="stretch", key=f"an_table_{key}")
-    st.download_button("CSV をダウンロード", shown.to_csv(index=index).encode("utf-8-sig"),
+    safe.table(shown, hide_index=not index, width="stretch", key=f"an_table_{key}")
+    st.download_button("CSV をダウンロード", csv_bytes(shown, index=index),
                        file_name=f"{key}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{key}")
     return shown
 
@@ -106,12 +132,11 @@ with quality:
     over_time = analytics.quality_over_time(frames)
     if not over_time.empty:
         st.caption("初回で有効な割合の推移（日別）: プロンプトを変えると段差として現れます。")
-        st.line_chart(over_time.rename_axis("日付"))
+        st.line_chart(over_time.rename(columns=series_label).rename_axis("日付"))
     st.subheader("構造化出力の方式")
-    mix = analytics.method_mix(frames)
-    show(mix, "method_mix")
+    mix = show(analytics.method_mix(frames), "method_mix")
     if not mix.empty:
-        st.bar_chart(mix.set_index("task"), horizontal=True)
+        st.bar_chart(mix.set_index(COLUMNS["task"]), horizontal=True)
     st.subheader("エラー種別")
     show(analytics.error_types(frames), "error_types")
 

@@ -7,17 +7,18 @@ from datetime import date, timedelta
 import pandas as pd
 import streamlit as st
 
+from core.diagnosis.bookings import STATUS_LABELS, action_label, bookings_csv, contact_label, type_label, urgency_label
+from core.diagnosis.view import LEVEL_LABELS
 from core.text.jst import jst
-from core.text.markup import safe_text
+from ui import safe
+from ui.display_name import recorded_as
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
-STATUS = {"requested": "🟡 受付", "confirmed": "🟢 確定", "cancelled": "⚪ キャンセル"}
-URGENCY = {"critical": "🚨 緊急", "high": "高", "medium": "中", "low": "低", "none": "なし"}
-TYPES = {"dispatch": "ロードサービス・出張点検", "visit": "来店予約"}
-FIELD_LABELS = {"name": "お名前", "phone": "電話番号", "address": "現在地・住所", "preferred_datetime": "希望日時",
-                "note": "備考"}
+ICONS = {"requested": "🟡", "confirmed": "🟢", "cancelled": "⚪"}
+STATUS = {k: f"{ICONS[k]} {v}" for k, v in STATUS_LABELS.items()}
+URGENCY = {**LEVEL_LABELS, "critical": f"🚨 {LEVEL_LABELS['critical']}"}
 
 st.title("📅 予約管理")
 provider_caption()
@@ -38,14 +39,15 @@ if not bookings:
     st.stop()
 
 table = pd.DataFrame([{"予約番号": b["number"], "状態": STATUS.get(b["status"], b["status"]),
-                       "緊急度": URGENCY.get(b["urgency"] or "none", b["urgency"]), "種別": TYPES.get(b["booking_type"], b["booking_type"]),
-                       "車両": b["vehicle_label"], "お名前": b["contact"].get("name", ""), "症状": b["symptom"][:40],
+                       "緊急度": URGENCY.get(b["urgency"] or "none", urgency_label(b["urgency"])),
+                       "種別": type_label(b["booking_type"]), "車両": b["vehicle_label"],
+                       "お名前": b["contact"].get("name", ""), "症状": b["symptom"][:40],
                        "受付日時": jst(b["created_at"])} for b in bookings])
-picked = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                      key="bk_table")
+picked = safe.table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                    key="bk_table")
 st.caption(f"{len(bookings)} 件。行を選ぶと詳細と操作を表示します。")
-st.download_button("CSV（Excel 用）", table.to_csv(index=False).encode("utf-8-sig"), file_name="bookings.csv",
-                   mime="text/csv", key="bk_csv")
+st.download_button("CSV（Excel 用）", bookings_csv(bookings), file_name="bookings.csv",
+                   mime="text/csv", key="bk_csv", help="電話番号・住所・希望日時・症状の全文を含みます（日時は日本時間）。")
 rows = picked.selection.rows if picked and picked.selection else []
 if not rows:
     st.stop()
@@ -64,17 +66,17 @@ def _set(status: str) -> None:
 
 st.divider()
 st.subheader(f"予約 {number}")
-st.markdown("\n".join(f"- **{FIELD_LABELS.get(k, safe_text(k, single_line=True))}:** {safe_text(str(v), single_line=True) or '—'}"
+st.markdown("\n".join(f"- **{safe.plain(contact_label(k))}:** {safe.plain(v) or '—'}"
                       for k, v in booking["contact"].items()))
-st.caption(f"{TYPES.get(booking['booking_type'], booking['booking_type'])} · 緊急度 "
-           f"{URGENCY.get(booking['urgency'] or 'none', booking['urgency'])} · 受付 {jst(booking['created_at'])}"
-           f"（{safe_text(booking['created_by_label'], single_line=True) or '—'}）")
+st.caption(f"{type_label(booking['booking_type'])} · 緊急度 {urgency_label(booking['urgency'])} · "
+           f"受付 {jst(booking['created_at'])}（{safe.plain(booking['created_by_label']) or '—'}）")
 if booking["symptom"]:
-    st.markdown(f"**症状:** {safe_text(booking['symptom'], single_line=True)}")
+    st.markdown(f"**症状:** {safe.plain(booking['symptom'])}")
 if booking.get("conversation_id"):
     st.page_link("pages/diagnosis.py", label="問診の会話を開く", icon="🚗",
                  query_params={"session": booking["conversation_id"]})
 if booking["status"] != "cancelled":
+    recorded_as(who)
     c1, c2 = st.columns(2)
     if booking["status"] == "requested":
         c1.button("確定にする", key="bk_confirm", on_click=_set, args=("confirmed",), type="primary",
@@ -89,4 +91,4 @@ if booking["status"] != "cancelled":
         n.button("いいえ", key="bk_cancel_no", on_click=lambda: state.update(bk_cancel_confirm=None))
 with st.expander("🕘 操作履歴"):
     for a in store().list_audit("booking", number):
-        st.caption(f"{jst(a['at'])} · {safe_text(a['actor_label'], single_line=True)} · {a['action']}")
+        st.caption(f"{jst(a['at'])} · {safe.plain(a['actor_label'])} · {action_label(a['action'])}")

@@ -5,8 +5,9 @@ import streamlit as st
 
 from core.faq.conversation import FAQConversations
 from core.faq.kb import FaultyKB, default_kb
-from core.faq.report import latency_frame, outcome_badge, trace_frame
+from core.faq.report import latency_frame, outcome_badge, trace_frame, without_article_ids
 from core.text.markup import safe_markdown, safe_text
+from ui import safe
 from ui.conversations import bind_conversation, recent_conversations
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 
@@ -65,13 +66,14 @@ def _show_citations(citations: list[str]) -> None:
         article = kb.article(article_id)
         if article is None:
             continue
-        with st.expander(f"📄 {article.id}「{safe_text(article.title, single_line=True)}」（{article.category}）"):
+        ref = f"{article.id}" if state.get("debug_enabled") else ""  # the KB id is internal: debug mode only
+        with st.expander(f"📄 {ref}「{safe_text(article.title, single_line=True)}」（{safe_text(article.category, single_line=True)}）"):
             st.markdown(safe_markdown(article.body))
 
 
 def _show_trace(turn: dict, index: int, latest: bool) -> None:
     trace = turn["trace"]
-    if not trace:  # a turn stopped before the graph ran (e.g. over-long input)
+    if not trace or not state.get("debug_enabled"):  # no graph run (over-long input); node names: debug only
         return
     with st.expander(f"🔎 トレース（{len(trace)} ノード・合計 {sum(e['latency_ms'] for e in trace):.0f} ms）"):
         # chart and table for the latest turn only (or on demand): drawing them for every past turn
@@ -79,7 +81,7 @@ def _show_trace(turn: dict, index: int, latest: bool) -> None:
         if latest or st.toggle("表とグラフを表示", key=f"faq_trace_show_{index}"):
             st.caption("ノード別の処理時間 (ms)")
             st.bar_chart(latency_frame(trace), y="latency_ms", horizontal=True, height=220)
-            st.dataframe(trace_frame(trace), hide_index=True, key=f"faq_trace_{index}")
+            safe.table(trace_frame(trace), hide_index=True, key=f"faq_trace_{index}")
         else:
             st.caption(" → ".join(f"{e.get('node')} {float(e.get('latency_ms') or 0):.0f} ms" for e in trace))
 
@@ -98,7 +100,7 @@ for i, turn in enumerate(state.faq_chat):
     with st.chat_message("assistant"):
         label, color = outcome_badge(turn["outcome"])
         st.badge(label, color=color)
-        st.markdown(safe_markdown(turn["message"]))
+        st.markdown(safe_markdown(without_article_ids(turn["message"])))  # article ids: debug views only
         if turn["citations"]:
             st.caption("根拠の記事")
             _show_citations(turn["citations"])

@@ -7,6 +7,7 @@ from core.documents import MAX_UPLOAD_BYTES, upload_limit_text
 from core.knowledge.conversation import KnowledgeConversations
 from ui import knowledge_chat
 from ui.conversations import bind_conversation, recent_conversations
+from ui.display_name import recorded_as
 from ui.knowledge_base import similar_panel
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 
@@ -83,6 +84,8 @@ with chat_col:
 with side_col:
     knowledge_chat.progress_panel(state.chat, state.knowledge_outputs)
     knowledge_chat.draft_cards(state.knowledge_outputs, state.chat, on_confirm=_confirm_entry)
+    if state.knowledge_outputs:
+        recorded_as(identity())  # who a confirmation (button or typed 「確定」) is recorded as
     similar_panel(lambda: _conversations().similar(state.session_id, state.chat, state.knowledge_outputs),
                   (state.session_id, len(state.chat), tuple((e.get("id"), e.get("version")) for e in state.knowledge_outputs)))
     drafts = [e for e in state.knowledge_outputs if e.get("status") == "draft"]

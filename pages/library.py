@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.knowledge.export import entries_csv, entries_json, turns_jsonl
+from core.knowledge.export import STATUS_LABELS, entries_csv, entries_json, turns_jsonl
 from core.text.jst import jst
-from core.text.markup import safe_text
 from core.validation import ENTRY_FIELDS
+from ui import safe
+from ui.display_name import recorded_as
 from ui.knowledge_base import linked_entry
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
@@ -16,7 +17,8 @@ leave_pages_directory_mode()  # first: a fresh server's deep link must run app.p
 
 LABELS = {"knowledge_title": "タイトル", "contract_type": "契約類型", "target_clause": "対象条項",
           "review_points": "審査ポイント", "action_plan": "対応方針", "clause_sample": "条文例"}
-STATUS = {"draft": "🟡 下書き", "confirmed": "🟢 確定済み", "archived": "⚪ アーカイブ"}
+ICONS = {"draft": "🟡", "confirmed": "🟢", "archived": "⚪"}
+STATUS = {k: f"{ICONS[k]} {v}" for k, v in STATUS_LABELS.items()}
 ACTIONS = {"edit": "編集", "drafted": "草案作成", "model_update": "草案更新", "confirm": "確定", "archive": "アーカイブ",
            "restore": "復元"}
 
@@ -41,8 +43,8 @@ if not entries and linked is None:
 table = pd.DataFrame([{"No.": e["id"], "状態": STATUS.get(e["status"], e["status"]), "タイトル": e["knowledge_title"],
                        "契約類型": e["contract_type"], "対象条項": e["target_clause"], "版": e["version"],
                        "更新者": e["updated_by_label"], "更新日時": jst(e["updated_at"])} for e in entries])
-picked = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                      key="lib_table")
+picked = safe.table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                    key="lib_table")
 rows = picked.selection.rows if picked and picked.selection else []
 st.caption(f"{len(entries)} 件。行を選ぶと詳細・編集・履歴を表示します。")
 
@@ -75,13 +77,16 @@ def _status(action: str) -> None:
 
 # ---- detail ----------------------------------------------------------------------------------------
 st.divider()
-st.subheader(f"No.{eid} {safe_text(entry['knowledge_title'], single_line=True) or '（タイトル未設定）'}")
-st.caption(f"{STATUS.get(entry['status'], entry['status'])} · 版 {entry['version']} · 作成 {entry['created_by_label']}"
-           f"（{jst(entry['created_at'])}）· 更新 {entry['updated_by_label']}（{jst(entry['updated_at'])}）"
-           + (f" · 確定 {entry['confirmed_by']}（{jst(entry['confirmed_at'])}）" if entry.get("confirmed_at") else ""))
+st.subheader(f"No.{eid} {safe.plain(entry['knowledge_title']) or '（タイトル未設定）'}")
+st.caption(f"{STATUS.get(entry['status'], entry['status'])} · 版 {entry['version']} · "
+           f"作成 {safe.plain(entry['created_by_label'])}（{jst(entry['created_at'])}）· "
+           f"更新 {safe.plain(entry['updated_by_label'])}（{jst(entry['updated_at'])}）"
+           + (f" · 確定 {safe.plain(entry.get('confirmed_by_label') or '—')}（{jst(entry['confirmed_at'])}）"
+              if entry.get("confirmed_at") else ""))
 if entry.get("conversation_id"):
     st.page_link("pages/knowledge.py", label="元の会話を開く", icon="💬", query_params={"session": entry["conversation_id"]})
 
+recorded_as(who)
 buttons = st.columns(3)
 if entry["status"] == "draft":
     buttons[0].button("✅ 確定する", key="lib_confirm", on_click=_status, args=("confirm",), type="primary",
@@ -114,7 +119,7 @@ else:
 
 with st.expander("🕘 変更履歴"):
     for h in reversed(store().entry_history(eid)):
-        st.markdown(f"**版 {h['version']}** · {ACTIONS.get(h['action'], h['action'])} · "
-                    f"{safe_text(h['changed_by_label'], single_line=True)} · {jst(h['changed_at'])}")
-        st.caption(" / ".join(f"{LABELS[f]}: {safe_text(str(h['data'].get(f, ''))[:80], single_line=True)}"
+        st.markdown(f"**版 {h['version']}** · {ACTIONS.get(h['action'], '変更')} · "
+                    f"{safe.plain(h['changed_by_label'])} · {jst(h['changed_at'])}")
+        st.caption(" / ".join(f"{LABELS[f]}: {safe.plain(str(h['data'].get(f, ''))[:80])}"
                               for f in ("knowledge_title", "action_plan")))

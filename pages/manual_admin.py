@@ -10,6 +10,7 @@ from core.rag import get_manual_retriever, manual_admin
 from core.rag.store import IndexUnavailable
 from core.text.jst import jst
 from core.vehicles import default_catalog
+from ui import safe
 from ui.identity import ADMIN_UNLOCKED_KEY, admin_gate, auth_settings, current_identity
 from ui.safe import plain
 from ui.session import leave_pages_directory_mode
@@ -104,7 +105,7 @@ if can_write and retriever is not None:
         st.caption("⚠️ 登録先の車両を選んでください。")
     if st.button("インデックスに追加", key="manual_index", type="primary",
                  disabled=upload is None or vehicle_id is None) and upload is not None:
-        with st.spinner(f"{upload.name} のテキストを抽出して登録しています…"):
+        with st.spinner(f"{plain(upload.name)} のテキストを抽出して登録しています…"):
             state.manual_report = _guarded(manual_admin.add_manual, retriever, current_identity(), vehicle_id,
                                            upload.name, upload.getvalue(), password or None, replaces=replaces)
         if state.manual_notice is not None:
@@ -145,7 +146,7 @@ if manuals is not None:
     indexed = {m.vehicle_id for m in manuals}
     rows += [{"車両": _vehicle_label(v), "車両ID": v, "登録元": "（未登録）", "チャンク数": 0, "登録者": "—",
               "登録者ID": "—", "登録日時": "—", "SHA-256": "—"} for v in catalog if v not in indexed]
-    st.dataframe(rows, hide_index=True, key="manual_table")
+    safe.table(rows, hide_index=True, key="manual_table")
     st.caption(f"合計 {sum(m.chunks for m in manuals)} チャンク · 車両 {len(indexed)} 台 · "
                f"コレクション {getattr(retriever.store, 'name', '-')}")
 

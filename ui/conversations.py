@@ -28,7 +28,7 @@ def bind_conversation(flow: str, *, load: Callable[[dict[str, Any]], bool | None
                 and load(conversation) is not False):
             state[key] = requested
         elif conversation is None or conversation["flow"] == flow or not state.get(key):
-            state[f"{flow}_notice"] = UNKNOWN_CONVERSATION.format(id=requested[:40])
+            state[f"{flow}_notice"] = UNKNOWN_CONVERSATION.format(id=plain(requested[:40]))
             state[key] = None
     if not state.get(key):
         state[key] = new()

@@ -4,8 +4,9 @@ The identity is resolved
 by :func:`core.identity.resolve_identity` from ``st.user`` (only when ``[auth]`` is configured and
 the user logged in), the trusted proxy headers in ``st.context.headers`` (only when
 ``KAIWA_TRUST_PROXY_HEADERS=1``), the display name typed once into the sidebar
-(``st.session_state["local_user_name"]``) and the admin unlock of this session
-(``st.session_state["admin_unlocked"]``, set by the manual-admin page's password form).
+(``st.session_state["local_user_name"]``, remembered for the browser by :mod:`ui.display_name`) and
+the admin unlock of this session (``st.session_state["admin_unlocked"]``, set by the manual-admin page's
+password form).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from core.identity import (
     load_auth_settings,
     resolve_identity,
 )
+from ui import display_name
 from ui.safe import plain
 
 logger = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ def current_identity(settings: AuthSettings | None = None) -> Identity:
     """The identity of this tab's user (see module docstring)."""
     settings = settings or auth_settings()
     state = st.session_state
+    display_name.restore(state, LOCAL_NAME_KEY)  # the name this browser remembers, on the tab's first run
     return resolve_identity(settings, oidc_user=_oidc_user(settings), headers=_headers(settings),
                             local_name=state.get(LOCAL_NAME_KEY), admin_unlocked=bool(state.get(ADMIN_UNLOCKED_KEY)))
 
@@ -86,6 +89,11 @@ def _set_local_name() -> None:
     name = clean_value(st.session_state.get("local_user_name_input"))
     if name:
         st.session_state[LOCAL_NAME_KEY] = name
+
+
+def _change_local_name() -> None:
+    st.session_state[LOCAL_NAME_KEY] = ""
+    st.session_state.local_user_name_input = ""
 
 
 def _lock_admin() -> None:
@@ -116,7 +124,12 @@ def render_identity_sidebar() -> Identity:
         if not who.verified and not st.session_state.get(LOCAL_NAME_KEY):
             st.text_input("表示名（最初に一度だけ入力してください）", key="local_user_name_input",
                           max_chars=60, placeholder="例: 山田", on_change=_set_local_name,
-                          help="会話や登録内容の担当者として記録されます。認証されていないため「未確認」と表示されます。")
+                          help="会話や登録内容の担当者として記録され、このブラウザに記憶されます。"
+                               "認証されていないため「未確認」と表示され、権限は変わりません。")
+        if who.source == "local":
+            st.button("表示名を変更", key="identity_change_name", type="tertiary", on_click=_change_local_name,
+                      help="このブラウザに記憶した表示名を消して、入力し直します。")
+        display_name.sync(st.session_state, LOCAL_NAME_KEY)
         if st.session_state.get(ADMIN_UNLOCKED_KEY):
             st.button("管理者モードを終了", key="identity_admin_lock", on_click=_lock_admin)
     return who

@@ -63,7 +63,7 @@ def resolve_pending(state: Any) -> tuple[str, list] | None:
             for i, d in locked:
                 if d.error and pending["passwords"].get(d.sha256):
                     st.error(f"{plain(d.name)}: {d.error}")
-                entered[d.sha256] = st.text_input(f"{d.name} のパスワード", type="password",
+                entered[d.sha256] = st.text_input(f"{plain(d.name)} のパスワード", type="password",
                                                   key=_password_key(i, d, docs))
             col1, col2 = st.columns(2)
             unlock = col1.form_submit_button("パスワードで開く")

@@ -1,6 +1,7 @@
 """Presentation helpers for the FAQ console page (no Streamlit here): outcome labels, trace tables."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # outcome → (Japanese label, badge colour)
@@ -14,6 +15,16 @@ OUTCOME_BADGES = {
 }
 TRACE_COLUMNS = ["turn_id", "node", "action", "outcome", "latency_ms", "intent_type", "confidence", "tool_name",
                  "tool_status", "tool_ref", "citations", "error_type"]
+
+
+# "kb:012" where an answer names its article; the article's title in 「」 follows it.
+_ARTICLE_ID = re.compile(r"[ \t]*kb:[0-9]{1,9}[ \t]*")  # no nesting, no overlap: linear
+
+
+def without_article_ids(message: str) -> str:
+    """An answer as people read it: 「詳しくは kb:012「…」をご覧ください」 → 「詳しくは「…」をご覧ください」.
+    The id is internal (the citations and the debug views keep it); the title stays."""
+    return _ARTICLE_ID.sub("", message or "")
 
 
 def outcome_badge(outcome: str | None) -> tuple[str, str]:

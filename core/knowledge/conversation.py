@@ -4,6 +4,8 @@
 confirmed entries as house style (``similar``: ``core.knowledge.similar``), then writes the chat
 through to the store before anything is shown, records drafted knowledge in the library (a confirmed
 entry is never reopened: a later draft is a new entry), and keeps the conversation's title current.
+A confirmation typed into the chat confirms the drafts through the button's path (:meth:`confirm`), and
+the reply says what really happened (:mod:`core.knowledge.confirmation`).
 Attachment text goes to the model but is never stored (only name, size, pages and SHA-256).
 """
 from __future__ import annotations
@@ -11,6 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Any, MutableSequence, Sequence
 
+from core.knowledge.confirmation import (
+    CONFIRMED_NOTE,
+    NOT_CONFIRMED_NOTE,
+    NOTHING_TO_CONFIRM,
+    claims_confirmation,
+    is_typed_confirmation,
+)
 from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex, knowledge_index
 from core.knowledge.session import TurnOutcome, resend, submit_turn
 from core.knowledge.similar import EXAMPLES_SENT, SIMILAR_SHOWN, case_key, similar_entries
@@ -60,6 +69,7 @@ class KnowledgeConversations:
         outcome = submit_turn(chat, outputs, text, documents, client, log=log, session_id=conversation_id,
                               examples=examples, **kwargs)
         self.save(conversation_id, chat, outputs, outcome, client)
+        self._typed_confirmation(conversation_id, chat, outputs, outcome, client)
         return outcome
 
     def resend(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
@@ -70,6 +80,7 @@ class KnowledgeConversations:
                                                   n=EXAMPLES_SENT)]
         outcome = resend(chat, outputs, user_id, client, log=log, session_id=conversation_id, examples=examples)
         self.save(conversation_id, chat, outputs, outcome, client)
+        self._typed_confirmation(conversation_id, chat, outputs, outcome, client)
         return outcome
 
     def save(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
@@ -82,6 +93,37 @@ class KnowledgeConversations:
         first = next((e.get("user_text") or e.get("content") for e in chat if e.get("role") == "user"), "")
         title = next((e.get("knowledge_title") for e in outputs if e.get("knowledge_title")), "") or first
         self.store.update_conversation(conversation_id, title=(title or "（添付のみ）").replace("\n", " ")[:60])
+
+    def _typed_confirmation(self, conversation_id: str, chat: MutableSequence[dict[str, Any]],
+                            outputs: list[dict[str, Any]], outcome: TurnOutcome | None, client: Any) -> None:
+        """A typed 「確定」 on a presented draft confirms it as the button does (as ``self.owner``); a reply
+        that claims a confirmation that did not happen is corrected. The note is part of the stored reply."""
+        if outcome is None or not outcome.result.ok:
+            return
+        reply = outcome.assistant_entry
+        turn = reply.get("turn") or {}
+        note = None
+        if is_typed_confirmation(outcome.user_entry.get("user_text")) and \
+                (turn.get("control") or {}).get("mode") == "finalize":
+            drafts = [e for e in outputs if e.get("status") == "draft"]
+            if not drafts:
+                note = NOTHING_TO_CONFIRM
+            else:
+                try:
+                    for entry in drafts:
+                        outputs[:] = self.confirm(conversation_id, entry["id"], self.owner)
+                    who = getattr(self.owner, "label", None) or "システム"
+                    note = CONFIRMED_NOTE.format(ids="・No.".join(str(e["id"]) for e in drafts), who=who)
+                except (PermissionError, ValueError, KeyError) as exc:
+                    note = NOT_CONFIRMED_NOTE.format(reason=str(exc) or "確定できませんでした")
+        elif claims_confirmation(reply.get("content")) and not self.store.list_entries(
+                conversation_id=conversation_id, status="confirmed", limit=1):
+            note = NOT_CONFIRMED_NOTE.format(reason="この会話の操作では確定されていません")
+        if note:
+            reply["content"] = f"{reply.get('content') or ''}\n\n{note}".strip()
+            reply["confirmation_note"] = note
+            sync_chat(self.store, conversation_id, chat, flow="knowledge", author=self.owner,
+                      provider=getattr(client, "name", None), model=getattr(client, "model", None))
 
     def confirm(self, conversation_id: str, entry_id: int, actor: Any) -> list[dict[str, Any]]:
         """Confirm one entry in the library; returns the conversation's outputs as they now are."""

@@ -1,6 +1,10 @@
 """Exports of the knowledge library: CSV (UTF-8 with BOM, so Excel opens it), JSON, and JSONL of the
 source conversations' turns (user and assistant, with session id, turn number and timestamp).
 
+The CSV is for people: statuses in Japanese, times in Japan time with the offset, people by their names
+(never an internal id), every cell safe for a spreadsheet (:mod:`core.text.spreadsheet`). The JSON and
+JSONL are data for programs: status codes and UTC timestamps as stored.
+
 Personal data is masked by default; a reviewer may keep the contract text (``clause_sample`` and the
 other fields) unmasked, but secrets (API keys, bearer tokens) are always removed.
 """
@@ -9,16 +13,20 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
+from core.text.jst import jst_stamp
 from core.text.pii import clean_text
+from core.text.spreadsheet import csv_bytes
 from core.validation import ENTRY_FIELDS
 
 META_FIELDS = ("id", "status", "version", "conversation_id", "created_by_label", "created_at", "updated_by_label",
-               "updated_at", "confirmed_by", "confirmed_at")
+               "updated_at", "confirmed_by_label", "confirmed_at")
+STATUS_LABELS = {"draft": "下書き", "confirmed": "確定済み", "archived": "アーカイブ"}
 CSV_HEADERS = {"id": "No.", "status": "状態", "version": "版", "knowledge_title": "タイトル", "contract_type": "契約類型",
                "target_clause": "対象条項", "review_points": "審査ポイント", "action_plan": "対応方針",
-               "clause_sample": "条文例", "conversation_id": "会話ID", "created_by_label": "作成者",
-               "created_at": "作成日時", "updated_by_label": "更新者", "updated_at": "更新日時",
-               "confirmed_by": "確定者", "confirmed_at": "確定日時"}
+               "clause_sample": "条文例", "created_by_label": "作成者", "created_at": "作成日時（日本時間）",
+               "updated_by_label": "更新者", "updated_at": "更新日時（日本時間）", "confirmed_by_label": "確定者",
+               "confirmed_at": "確定日時（日本時間）"}
+_TIMES = ("created_at", "updated_at", "confirmed_at")
 
 
 def clean_entry(entry: Mapping[str, Any], *, keep_contract_text: bool = False) -> dict[str, Any]:
@@ -28,15 +36,24 @@ def clean_entry(entry: Mapping[str, Any], *, keep_contract_text: bool = False) -
     return out
 
 
-def entries_csv(entries: Iterable[Mapping[str, Any]], *, keep_contract_text: bool = False) -> bytes:
-    """CSV bytes with a UTF-8 BOM and Japanese headers."""
-    import pandas as pd
+def _for_people(entry: Mapping[str, Any]) -> dict[str, Any]:
+    row = dict(entry)
+    if "status" in row:
+        row["status"] = STATUS_LABELS.get(str(row["status"]), row["status"])
+    for key in _TIMES:
+        if key in row:
+            row[key] = jst_stamp(row[key])
+    return row
 
-    rows = [clean_entry(e, keep_contract_text=keep_contract_text) for e in entries]
-    columns = [c for c in ("id", "status", "version", *ENTRY_FIELDS, *META_FIELDS[3:]) if any(c in r for r in rows)] \
-        or list(ENTRY_FIELDS)
+
+def entries_csv(entries: Iterable[Mapping[str, Any]], *, keep_contract_text: bool = False) -> bytes:
+    """CSV bytes with a UTF-8 BOM and Japanese headers, for people (see the module docstring)."""
+    import pandas as pd  # lazy: pandas is heavy and only the export needs it
+
+    rows = [_for_people(clean_entry(e, keep_contract_text=keep_contract_text)) for e in entries]
+    columns = [c for c in CSV_HEADERS if any(c in r for r in rows)] or list(ENTRY_FIELDS)
     frame = pd.DataFrame(rows, columns=columns).rename(columns=CSV_HEADERS)
-    return frame.to_csv(index=False).encode("utf-8-sig")
+    return csv_bytes(frame)
 
 
 def entries_json(entries: Iterable[Mapping[str, Any]], *, keep_contract_text: bool = False) -> str:

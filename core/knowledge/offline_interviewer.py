@@ -22,6 +22,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.knowledge.confirmation import CONFIRM_WORDS, is_typed_confirmation
 from core.knowledge.house_style import parse_examples
 from core.knowledge.review_language import (
     concise_title,
@@ -69,8 +70,6 @@ SAMPLE_CLAUSES = {
     "検収": "甲は、成果物の納入後10営業日以内に検査を行い、合否を乙に書面で通知する。期間内に通知がない場合は、検査に合格したものとみなす。",
     "契約不適合責任": "乙は、成果物が本契約の内容に適合しない場合、甲が検収後1年以内に通知したときに限り、履行の追完又は代金の減額に応じる。",
 }
-CONFIRM_WORDS = ("確定", "問題ありません", "問題ない", "これで大丈夫", "これでお願いします", "これでOK", "OKです",
-                 "承認", "了承", "それでお願いします", "大丈夫です", "以上です")
 # Adopting the house proposal the last turn made (「当社の確定済みナレッジ No.N では…」).
 ACCEPT_WORDS = ("この方針で", "その方針で", "それで", "同じで", "同じ方針", "そのまま", "はい", "お願いします", "そのとおり",
                 "その通り", "おまかせ", "お任せ", "採用")
@@ -671,10 +670,11 @@ def respond(request: LLMRequest) -> dict[str, Any]:
     drafted = last_phase in ("draft_knowledge", "review_knowledge")
     if drafted:  # once there is a draft, every turn returns it (updated), never a question loop
         entry = draft_entry(facts)
-        confirmed = any(w in latest for w in CONFIRM_WORDS) and not _labelled_fields(latest) and not facts.questions
+        # what the console confirms in the library (core.knowledge.confirmation), no field edit, no open question
+        confirmed = is_typed_confirmation(latest) and not _labelled_fields(latest) and not facts.questions
         if confirmed:
             return turn("finalize", "review_knowledge", _draft_message(
-                entry, "ナレッジを確定しました。右の「ナレッジ」欄から JSON / CSV でダウンロードできます。",
+                entry, "確定のご指示を受け付けました。この内容がナレッジの最終版です。",
                 " ".join(x for x in (_missing_note(missing),
                                      "別の事例を続けて登録する場合は、新しい会話を始めてください。") if x)), entry, missing_labels)
         heading = question_note or "ご指摘を反映しました。"

@@ -78,10 +78,15 @@ def who(actor: Any) -> tuple[str, str, str, bool]:
             bool(getattr(actor, "verified", False)))
 
 
+PERMISSION_JA = {"manual.write": "マニュアルの変更", "prompt.write": "プロンプトの保存", "entry.archive": "ナレッジのアーカイブ",
+                 "debug.clear": "デバッグログの消去", "entry.edit": "ナレッジの編集", "entry.confirm": "ナレッジの確定",
+                 "booking.update": "予約の変更"}
+
+
 def require(actor: Any, permission: str) -> None:
     can = getattr(actor, "can", None)
     if callable(can) and not can(permission):
-        raise PermissionError(f"この操作（{permission}）を行う権限がありません。")
+        raise PermissionError(f"この操作（{PERMISSION_JA.get(permission, '変更')}）を行う権限がありません。")
 
 
 def clean_fields(entry: Mapping[str, Any], keep_contract_text: bool, *, only_given: bool = False) -> dict[str, str]:

@@ -34,7 +34,7 @@ class BookingsStore:
                 number=number, conversation_id=conversation_id, vehicle_id=vehicle_id, vehicle_label=vehicle_label,
                 urgency=urgency, can_drive=can_drive, booking_type=booking_type, contact=contact_json,
                 symptom=symptom[:2000], status="requested", created_by=user_id, created_by_label=label,
-                created_at=stamp, updated_by=user_id, updated_at=stamp))
+                created_at=stamp, updated_by=user_id, updated_by_label=label, updated_at=stamp))
             self._audit(conn, actor, "booking.create", "booking", number, {"type": booking_type, "urgency": urgency})
         return number
 
@@ -67,7 +67,7 @@ class BookingsStore:
         if status not in BOOKING_STATUSES:
             raise ValueError(status)
         require(actor, "booking.update")
-        user_id, _, _, _ = who(actor)
+        user_id, label, _, _ = who(actor)
         with self._write() as conn:
             row = conn.execute(select(t.bookings).where(t.bookings.c.number == number)).first()
             if row is None:
@@ -75,6 +75,6 @@ class BookingsStore:
             if row.status == "cancelled" and status != "cancelled":
                 raise ValueError("キャンセル済みの予約は変更できません。")
             conn.execute(update(t.bookings).where(t.bookings.c.number == number)
-                         .values(status=status, updated_by=user_id, updated_at=self.now()))
+                         .values(status=status, updated_by=user_id, updated_by_label=label, updated_at=self.now()))
             self._audit(conn, actor, f"booking.{status}", "booking", number, {"from": row.status, "to": status})
         return self.get_booking(number) or {}

@@ -9,6 +9,9 @@ from core.store import tables as t
 from core.store.base import clean_fields, dumps, loads, require, who
 from core.validation import ENTRY_FIELDS
 
+STATUS_JA = {"draft": "下書き", "confirmed": "確定済み", "archived": "アーカイブ済み"}
+ACTION_JA = {"confirm": "確定", "archive": "アーカイブ", "restore": "下書きに復元"}
+
 
 class LibraryStore:
     """The knowledge-library part of :class:`~core.store.store.Store`."""
@@ -133,12 +136,12 @@ class LibraryStore:
             if row is None:
                 raise KeyError(entry_id)
             if source is not None and row.status != source:
-                raise ValueError(f"この状態（{row.status}）からは {action} できません。")
+                raise ValueError(f"{STATUS_JA.get(row.status, row.status)}のナレッジは{ACTION_JA[action]}できません。")
             stamp = self.now()
             values: dict[str, Any] = {"status": target, "version": row.version + 1, "updated_by": user_id,
                                       "updated_by_label": label, "updated_at": stamp}
             if target == "confirmed":
-                values.update(confirmed_by=user_id, confirmed_at=stamp)
+                values.update(confirmed_by=user_id, confirmed_by_label=label, confirmed_at=stamp)
             conn.execute(update(t.knowledge_entries).where(t.knowledge_entries.c.id == row.id).values(**values))
             self._history(conn, row.id, row.version + 1, action, {f: getattr(row, f) for f in ENTRY_FIELDS},
                           target, user_id, label)

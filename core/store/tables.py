@@ -72,6 +72,7 @@ knowledge_entries = Table(
     Column("updated_at", String(32), nullable=False),
     Column("confirmed_by", String(200), nullable=True),
     Column("confirmed_at", String(32), nullable=True),
+    Column("confirmed_by_label", String(200), nullable=True),   # who confirmed it, by name (for people)
 )
 Index("ix_entries_status", knowledge_entries.c.status, knowledge_entries.c.updated_at)
 
@@ -107,6 +108,7 @@ bookings = Table(
     Column("created_at", String(32), nullable=False),
     Column("updated_by", String(200), nullable=False, default=""),
     Column("updated_at", String(32), nullable=False),
+    Column("updated_by_label", String(200), nullable=False, default="", server_default=""),
 )
 Index("ix_bookings_status", bookings.c.status, bookings.c.created_at)
 

@@ -22,3 +22,14 @@ def jst(iso: str | None) -> str:
         return datetime.fromisoformat(iso).astimezone(JST).strftime("%Y-%m-%d %H:%M")
     except ValueError:
         return iso[:40]
+
+
+def jst_stamp(iso: str | None) -> str:
+    """A stored UTC timestamp for an export: Japan time with its offset, ``2026-11-23 17:05:12+09:00``
+    (empty when unset), so a spreadsheet reader never mistakes it for UTC or local time."""
+    if not iso:
+        return ""
+    try:
+        return datetime.fromisoformat(str(iso)).astimezone(JST).isoformat(sep=" ", timespec="seconds")
+    except ValueError:
+        return str(iso)[:40]

@@ -1,17 +1,30 @@
 """Masking of personal data and secrets before text reaches a model, a trace or a debug record.
 
-Personal data: e-mail addresses, card numbers, My Number (12 digits), phone numbers, postal codes
-and street addresses. Secrets: API keys (``sk-…``, ``AKIA…``, ``ghp_…``, JWTs), ``Bearer`` and
-``Basic`` credentials, ``Authorization:`` values, ``api_key=…`` / ``password: …`` pairs and the
-``user:password@`` part of URLs.
+Personal data: e-mail addresses (also written ``taro(at)example(dot)com``, ``[at]``/``[dot]``,
+``アットマーク``/``ドット``), card numbers, My Number (12 digits), phone numbers, postal codes and street
+addresses — numbers also in kanji numerals (``〇九〇-一二三四-五六七八``, ``〒一〇〇-〇〇〇一``) and with ``/``,
+``_`` or ``の`` between the groups.
+
+Secrets: the token-shaped rules of ``detect-secrets`` (a maintained rule set: AWS access key ids and
+quoted secret keys, Azure storage account keys, Slack tokens and webhooks, Stripe live keys, GitHub,
+OpenAI, SendGrid, npm, PyPI, Discord, Telegram, Twilio, Mailchimp, Square tokens, JWTs), each recompiled
+with re2; whole PEM / OpenSSH / PGP / PuTTY private keys (the plugin's start markers, to the end
+marker); and our own rules for what it does not cover: ``sk-…``, Stripe restricted and test keys
+(``rk_…``), Slack app tokens (``xapp-…``) and workflow webhooks, Google API keys and OAuth client
+secrets, Azure subscription keys, GitLab tokens, ``Bearer`` / ``Basic`` credentials, ``Authorization:``
+values, ``api_key=…`` / ``password: …`` / ``AWS_SECRET_ACCESS_KEY=…`` pairs (any prefix before the
+name) and the ``user:password@`` part of URLs.
 
 How it works (linear in the input, measured by ``python -m bench.mask``):
 
 1. The text is normalised for detection (:func:`core.text.normalize.normalize_with_offsets`: NFKC,
-   zero-width characters removed, hyphen look-alikes as ``-``), keeping a map back to the original.
+   zero-width characters removed, hyphen look-alikes as ``-``), keeping a map back to the original;
+   runs of two or more kanji digits (``〇一二…九``) are read as ASCII digits, one character for one, so
+   single kanji in names (三鷹市, 四日市) stay words.
 2. Detectors run over the normalised text: re2 patterns (linear-time automata) for secrets,
    e-mail and addresses; one linear ``re`` scan for runs of digits joined by short separators
-   (space, ``-``, ``ー``, ``.``, ``・``, brackets), each run classified in Python with bounded work.
+   (space, ``-``, ``ー``, ``.``, ``・``, ``/``, ``_``, ``の``, brackets), each run classified in Python
+   with bounded work; private keys by a forward scan for their end marker.
 3. Overlapping findings are merged, mapped back to the original text and replaced by labels.
 
 The masked text is the *original* text with only the found spans replaced (full-width letters,
@@ -29,6 +42,22 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import re2
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from core.text.normalize import normalize_with_offsets
 
@@ -48,29 +77,68 @@ KINDS = ("email", "card", "mynumber", "phone", "postal", "address", "secret")
 # stays readable. Patterns run on the normalised text, so ｓｋ－… and sk‐… read as sk-….
 _QUOTED = r"""(?:"((?:[^"\\\r\n]|\\.)+)"|'([^'\r\n]+)')"""
 _SECRET_NAMES = (r"api[_-]?key|x-api-key|apikey|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token"
-                 r"|client[_-]?secret|secret[_-]?key|secret|password|passwd|token")
+                 r"|client[_-]?secret|secret[_-]?access[_-]?key|access[_-]?key[_-]?secret|secret[_-]?key"
+                 r"|subscription[_-]?key|account[_-]?key|shared[_-]?access[_-]?key|private[_-]?key|secret|password"
+                 r"|passwd|token")
 _SECRETS = tuple(re2.compile(p) for p in (
     # Authorization headers: the whole value (to the closing quote, or to the end of the line).
     r"""(?i)(?:^|[^a-z0-9_-])(?:proxy-)?authorization["']?\s*[:=]\s*""" + f"(?:{_QUOTED}|([^\\s\"'][^\\r\\n]*))",
-    # key = value pairs (JSON, YAML, query strings, headers).
-    rf"""(?i)(?:^|[^a-z0-9_])(?:{_SECRET_NAMES})["']?\s*[:=]\s*""" + f"(?:{_QUOTED}|([^\\s\"'&,;{{}}\\[\\]<>]{{4,}}))",
+    # key = value pairs (JSON, YAML, query strings, headers, env files), with any prefix before the name
+    # (AWS_SECRET_ACCESS_KEY, aws.secret_key, awsSecretAccessKey, Ocp-Apim-Subscription-Key).
+    rf"""(?i)(?:^|[^a-z0-9_])[a-z0-9_.\-]{{0,30}}?(?:{_SECRET_NAMES})["']?\s*[:=]\s*"""
+    + f"(?:{_QUOTED}|([^\\s\"'&,;{{}}\\[\\]<>]{{4,}}))",
     r"""(?:パスワード|暗証番号)\s*(?:[:=]|は)\s*([!-~]{4,})""",
     # Signed URLs: …?sig=…, …&key=… (user:password@ is _USERINFO below)
     r"""(?i)[?&](?:sig|signature|key|code)=([^\s&#"'<>]{4,})""",
     r"""(?i)(?:^|[^a-z0-9_])bearer\s+([a-z0-9\-._~+/]{8,}=*)""",
     # Tokens recognisable by their shape.
-    r"""(?:^|[^A-Za-z0-9_])(sk-[A-Za-z0-9_\-]{8,}|sk_(?:live|test)_[A-Za-z0-9]{8,}|AKIA[0-9A-Z]{16}"""
-    r"""|AIza[0-9A-Za-z_\-]{35}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"""
-    r"""|xox[abposr]-[A-Za-z0-9\-]{8,}|glpat-[A-Za-z0-9_\-]{20,}"""
+    r"""(?:^|[^A-Za-z0-9_])(sk-[A-Za-z0-9_\-]{8,}|[rs]k_(?:live|test)_[A-Za-z0-9]{8,}|AKIA[0-9A-Z]{16}"""
+    r"""|AIza[0-9A-Za-z_\-]{35}|GOCSPX-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"""
+    r"""|xox[abposre]-[A-Za-z0-9\-]{8,}|xapp-[0-9]+-[A-Za-z0-9\-]{8,}|gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_\-]{20,}"""
     r"""|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)""",
+    # Slack webhooks of every kind (services, workflows, triggers): the path after the host.
+    r"""(?i)hooks\.slack\.com/((?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,})""",
+    # Azure: storage / Service Bus connection strings, subscription keys (32 hex) named as such.
+    r"""(?i)(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([^;\s"'<>]{8,})""",
+    r"""(?i)(?:ocp-apim-subscription-key|subscription-key)["']?\s*[:=]\s*["']?([0-9a-f]{32})""",
 ))
+# The maintained rule set: detect-secrets' token-shaped plugins, each pattern recompiled with re2 (its
+# patterns use no look-around, so re2 takes them as they are: linear time on hostile text). Keyword,
+# high-entropy and IP rules are left out (ours above cover key = value pairs without their false positives
+# on prices and part numbers), and so is Artifactory's, which reads part numbers like 「AP1234567890」 as keys.
+DETECT_SECRETS_PLUGINS = (AWSKeyDetector, AzureStorageKeyDetector, DiscordBotTokenDetector, GitHubTokenDetector,
+                          JwtTokenDetector, MailchimpDetector, NpmDetector, OpenAIDetector, PypiTokenDetector,
+                          SendGridDetector, SlackDetector, SquareOAuthDetector, StripeDetector,
+                          TelegramBotTokenDetector, TwilioKeyDetector)
+
+
+def _recompiled(plugins: tuple[type, ...]) -> tuple[Any, ...]:
+    rules = []
+    for plugin in plugins:
+        for pattern in plugin.denylist:
+            flags = "(?i)" if pattern.flags & re.IGNORECASE else ""
+            rules.append(re2.compile(flags + pattern.pattern))
+    return tuple(rules)
+
+
+_PLUGIN_SECRETS = _recompiled(DETECT_SECRETS_PLUGINS)
+# Private keys: the plugin's start markers (and any other "BEGIN … PRIVATE KEY"), up to the end marker.
+_KEY_START = re2.compile("(?:-----)?(?:" + "|".join(p.pattern for p in PrivateKeyDetector.denylist)
+                         + r"|BEGIN [A-Z0-9 ]{0,30}PRIVATE KEY(?: BLOCK)?)(?:-----)?")
+# A key without its end marker: the key-like characters that follow (one character class, no nesting: a
+# linear ``re`` scan from a position, which re2's Python binding would re-encode the whole text for).
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=:,.\- \t\r\n]*")
+MAX_KEY_CHARS = 16_384  # an end marker further away than this does not belong to the key
+_KANJI_DIGITS = re.compile("[〇一二三四五六七八九]{2,}")
+_KANJI_TO_ASCII = str.maketrans("〇一二三四五六七八九", "0123456789")
 _USERINFO = re2.compile(r"""(?i)[a-z][a-z0-9+.\-]*://([^\s/@?#\[\]"'<>]+)@""")
 # "Basic <base64>" is a secret only when the token decodes to user:password ("Basic plan" is not).
 _BASIC = re2.compile(r"(?:^|[^A-Za-z0-9_])[Bb](?:asic|ASIC)\s+([A-Za-z0-9+/]{4,}={0,2})")
 
 # ---- e-mail and addresses ------------------------------------------------------------------------
-_EMAIL = re2.compile(r"[A-Za-z0-9._%+\-]+(?:@|\s?[(\[](?i:at)[)\]]\s?)"
-                     r"[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
+_AT = r"(?:@|\s?[(\[{<]\s?(?i:at)\s?[)\]}>]\s?|\s?(?:アット(?:マーク)?|あっと(?:まーく)?)\s?)"
+_DOT = r"(?:\.|\s?[(\[{<]\s?(?i:dot)\s?[)\]}>]\s?|\s?(?:ドット|どっと)\s?)"
+_EMAIL = re2.compile(rf"[A-Za-z0-9._%+\-]+{_AT}[A-Za-z0-9\-]+(?:{_DOT}[A-Za-z0-9\-]+)*{_DOT}[A-Za-z]{{2,}}")
 _PREF = r"(?:北海道|東京都|(?:京都|大阪)府|[一-龥]{2,3}県)"
 _CITY = r"[一-龥々ヶケ]{1,6}[市区町村郡]"
 # Town: kanji, katakana, の/ヶ and digits (北1条西2丁目); no other hiragana, so 「横浜市内で3-4回」 is no address.
@@ -92,7 +160,7 @@ _ADDRESS = re2.compile(rf"{_PREF}{_CITY}(?:[一-龥々]{{1,6}}[市区町村])?{_
 # ---- numbers -------------------------------------------------------------------------------------
 # A run of digit groups joined by 1–3 separator characters. Digits and separators are disjoint
 # classes and nothing is nested, so this ``re`` scan is linear.
-_SEP = " \t\\-.()・ー"
+_SEP = " \t\\-.()・ー/_の"
 _RUN = re.compile(rf"\(?[0-9]+(?:[{_SEP}]{{1,3}}[0-9]+)*")
 _GROUP = re.compile(r"[0-9]+")
 _UUID = re2.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -209,7 +277,46 @@ def _group_span(m: Any) -> tuple[int, int] | None:
     return None
 
 
+def _key_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """Private keys: from each start marker to its end marker (``-----END …-----``, at most
+    :data:`MAX_KEY_CHARS` on), else over the key-like lines that follow. Linear: the next end marker is
+    searched once and reused until the scan passes it."""
+    pos, end_marker = 0, -2
+    for m in _KEY_START.finditer(text):  # one pass of re2 over the text
+        if m.start() < pos:
+            continue  # inside the key block just found
+        if end_marker != -1 and end_marker < m.end():
+            end_marker = text.find("-----END", m.end())
+        if end_marker != -1 and end_marker - m.end() <= MAX_KEY_CHARS:
+            close = text.find("-----", end_marker + 8, end_marker + 100)
+            end = close + 5 if close != -1 else end_marker + 8
+        else:
+            body = _KEY_BODY.match(text, m.end(), m.end() + MAX_KEY_CHARS)
+            end = body.end() if body else m.end()
+        yield m.start(), end, "secret"
+        pos = max(end, m.end())
+
+
+def _whole_token(text: str, m: Any) -> tuple[int, int]:
+    """A plugin match without the boundary characters some patterns include (quotes, ``=``, spaces)."""
+    span = _group_span(m)
+    if span:
+        return span
+    start, end = m.span()
+    while start < end and text[start] in " \t\r\n\"'=:(,":
+        start += 1
+    while end > start and text[end - 1] in " \t\r\n\"')":
+        end -= 1
+    return start, end
+
+
 def _raw_findings(text: str, extra_secrets: tuple[str, ...]) -> Iterator[tuple[int, int, str]]:
+    yield from _key_spans(text)
+    for pattern in _PLUGIN_SECRETS:
+        for m in pattern.finditer(text):
+            start, end = _whole_token(text, m)
+            if end > start and text[start:end] not in _ALREADY_MASKED:
+                yield start, end, "secret"
     for secret in extra_secrets:
         if secret and len(secret) >= 6:
             pos = text.find(secret)
@@ -250,6 +357,8 @@ def find_spans(text: str, extra_secrets: tuple[str, ...] = ()) -> list[Finding]:
     if not text:
         return []
     normalized, offsets = normalize_with_offsets(text)
+    if _KANJI_DIGITS.search(normalized):  # 〇九〇 → 090, one character for one: offsets stay valid
+        normalized = _KANJI_DIGITS.sub(lambda m: m.group().translate(_KANJI_TO_ASCII), normalized)
     raw = sorted(_raw_findings(normalized, extra_secrets), key=lambda f: (f[0], -f[1]))
     merged: list[list[Any]] = []
     for start, end, kind in raw:

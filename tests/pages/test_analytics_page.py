@@ -75,7 +75,11 @@ def test_the_page_shows_each_sections_numbers(seeded, downloads):
     assert funnel["開始"] == 2 and funnel["ナレッジ草案作成"] == 1 and funnel["ナレッジ確定"] == 1
     quality = table(at, "初回で有効")
     assert quality.iloc[0][["タスク", "プロバイダー", "プロンプト版", "タスク数", "呼び出し数", "初回で有効"]].tolist() == [
-        "knowledge/turn", "OpenAI 互換 API", "v1", 1, 2, 0.0]
+        "契約ナレッジ・ターン", "OpenAI 互換 API", "v1", 1, 2, 0.0]
+    # internal words stay in the debug views: methods, tasks and error types are in Japanese here
+    mix = table(at, "ネイティブ JSON Schema")
+    assert mix.iloc[0].tolist() == ["契約ナレッジ・ターン", 1]
+    assert table(at, "エラー種別").iloc[0]["エラー種別"] == "スキーマ違反"
     assert table(at, "緊急度").set_index("緊急度").loc["高", "予約率"] == 1.0
     assert {m.label: m.value for m in at.metric} == {"問診の会話": "1", "予約率": "100.0%", "回答あたりの引用数": "2.00"}
     rates = table(at, "やり取り数").set_index("結果")["やり取り数"]

@@ -91,7 +91,7 @@ def test_replay_of_a_failed_call_shows_both_outputs_verdicts_and_the_diff(workbe
     assert request.messages[0]["content"] == "あなたは契約審査の聞き手です。必ず JSON で答えてください。"
     codes = [c.value for c in app.code]
     assert BAD in codes and any("改善後の質問です" in c for c in codes)
-    assert any(e.value.startswith("検証: 不合格（schema_error）") for e in app.error)
+    assert any(e.value.startswith("検証: 不合格（schema\\_error）") for e in app.error)  # literal text, not markup
     assert any(s.value == "検証: 合格" for s in app.success)
     [diff] = [c for c in codes if c.startswith("$.")]
     assert '$.assistant_message: （なし） → "改善後の質問です"' in diff.splitlines()

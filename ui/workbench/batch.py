@@ -9,6 +9,7 @@ import streamlit as st
 
 from core import workbench as wb
 from core.llm.strategies import ALL_STRATEGIES
+from ui import safe
 from ui.sidebar import STRATEGY_LABELS
 from ui.workbench.labels import method_label
 
@@ -26,7 +27,7 @@ def _summary(batch: pd.DataFrame) -> None:
     c3.metric("修復の合計", summary["repairs"])
     c4.metric("改善 / 悪化", f"{summary['fixed']} / {summary['broken']}")
     st.caption("方式の内訳（変更後）: " + " · ".join(f"{method_label(k)} {v}" for k, v in summary["methods"].items()))
-    st.dataframe(batch.rename(columns=BATCH_LABELS), hide_index=True, width="stretch")
+    safe.table(batch.rename(columns=BATCH_LABELS), hide_index=True, width="stretch")
 
 
 def batch_tab(shown_records: list[dict[str, Any]], task_options: list[str]) -> None:

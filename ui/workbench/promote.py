@@ -8,6 +8,7 @@ from typing import Any
 import streamlit as st
 
 from core import workbench as wb
+from ui.safe import lines, plain
 from ui.session import store
 
 
@@ -16,7 +17,7 @@ def _expectations(cid: str, flow: str) -> dict[str, Any]:
     st.markdown("**期待値（チェックしたものをシナリオに入れます）**")
     expect = {}
     for key, value in suggested.items():
-        if st.checkbox(f"{key}: {json.dumps(value, ensure_ascii=False)}", value=True, key=f"wb_expect_{key}"):
+        if st.checkbox(plain(f"{key}: {json.dumps(value, ensure_ascii=False)}"), value=True, key=f"wb_expect_{key}"):
             expect[key] = value
     known = wb.known_expectations()
     if "message_contains" in known:
@@ -42,7 +43,7 @@ def _scenario_actions(scenario: dict[str, Any], cid: str, file_name: str) -> Non
         if passed:
             st.success("シナリオは合格しました。")
         else:
-            st.error("シナリオは不合格です:\n" + "\n".join(failures))
+            st.error("シナリオは不合格です:\n\n" + lines("\n".join(failures)))
     if c3.button("💾 tests/scenarios に保存", key="wb_promote_save"):
         path = wb.save_scenario(scenario, wb.scenario_dir() / file_name, comment=f"会話 {cid} から作成")
         st.success(f"{path.name} に保存しました。`python -m core.eval {path}` で実行できます。")
@@ -59,7 +60,7 @@ def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
     except (LookupError, ValueError) as exc:
         st.warning(str(exc))
         return
-    st.caption(f"フロー: {convo['flow']} · {convo.get('title') or '（無題）'} · ユーザーの発話 {len(turns)} 件"
+    st.caption(f"フロー: {convo['flow']} · {plain(convo.get('title')) or '（無題）'} · ユーザーの発話 {len(turns)} 件"
                + (f" · 最後のターン: {final['schema_version']}" if final.get("schema_version") else ""))
     st.code(wb.scenario_yaml({"turns": turns}).strip(), language="yaml")
     expect = _expectations(cid, convo["flow"])

@@ -13,6 +13,8 @@ from core import workbench as wb
 from core.debuglog import to_jsonl
 from core.prompts import prompt_versions
 from core.text.jst import jst
+from ui.safe import lines, plain
+from ui.safe import table as table_widget
 from ui.session import identity, store
 from ui.workbench.labels import COLUMN_LABELS, METHOD_LABELS, OUTCOME_LABELS, method_label, record_label
 
@@ -84,7 +86,7 @@ def _clear_log(conversation: str) -> None:
 
 def record_detail(r: dict[str, Any], on_open_replay: Callable[[int], None]) -> None:
     """One record in full: provider, method, tokens, prompt version, errors, messages, schema, raw output."""
-    with st.expander(record_label(r) + f" · 試行 {r.get('attempt')} · {r.get('latency_ms')} ms"):
+    with st.expander(plain(record_label(r) + f" · 試行 {r.get('attempt')} · {r.get('latency_ms')} ms")):
         usage = r.get("usage") or {}
         tokens = (f"入力 {usage.get('prompt_tokens', '—')} / 出力 {usage.get('completion_tokens', '—')} / "
                   f"合計 {usage.get('total_tokens', '—')}") if usage else "—（プロバイダーが報告していません）"
@@ -97,7 +99,7 @@ def record_detail(r: dict[str, Any], on_open_replay: Callable[[int], None]) -> N
                 f"{METHOD_LABELS.get(r.get('judgment_method') or '', r.get('judgment_method') or '—')}\n"
                 f"会話: {r.get('session_id') or '—'} · 操作者: {r.get('owner') or '—'}")
         if r.get("errors"):
-            st.error("\n".join(r["errors"]))
+            st.error(lines("\n".join(r["errors"])))
         st.button("✏️ この呼び出しを再実行タブで開く", key=f"open_replay_{r['id']}", on_click=on_open_replay,
                   args=(r["id"],))
         st.markdown("**送信したメッセージ**")
@@ -121,7 +123,7 @@ def records_tab(filtered: Filtered, total: int, on_open_replay: Callable[[int], 
     st.caption(f"{len(shown)} / {total} 件（全操作者の最新 1,000 件まで・時刻は日本時間）")
     table = shown.assign(time=[jst(t) for t in shown["time"]])
     table = table[[c for c in COLUMN_LABELS if c in table.columns]].rename(columns=COLUMN_LABELS)
-    st.dataframe(table, width="stretch", hide_index=True)
+    table_widget(table, width="stretch", hide_index=True)
     st.download_button("JSONL をダウンロード", to_jsonl(filtered.records), file_name="debug_logs.jsonl",
                        mime="application/jsonl", key="dl_debug")
     with st.expander("📄 プロンプトファイルの現在のバージョン"):

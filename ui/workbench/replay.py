@@ -12,6 +12,7 @@ from core.llm.strategies import ALL_STRATEGIES
 from core.prompts import load_prompt, prompt_names
 from core.store.prompt_versions import list_prompt_versions
 from core.text.jst import jst
+from ui.safe import lines, plain, table
 from ui.session import identity, store
 from ui.sidebar import STRATEGY_LABELS
 from ui.workbench.labels import method_label, record_label
@@ -37,7 +38,7 @@ def _result(result: Any) -> None:
             if verdict.ok:
                 st.success("検証: 合格")
             else:
-                st.error("検証: 不合格（" + (verdict.error_type or "") + "）\n" + "\n".join(verdict.errors[:10]))
+                st.error("検証: 不合格（" + plain(verdict.error_type or "") + "）\n\n" + lines("\n".join(verdict.errors[:10])))
             st.code(raw or "（なし）", language="json")
     st.caption(f"試行 {result.attempts} 回 · 修復 {result.repairs} 回 · {result.latency_ms} ms · "
                f"変更された項目: {', '.join(result.changed_fields) or 'なし'}")
@@ -61,16 +62,16 @@ def save_prompt_section(record: dict[str, Any]) -> None:
                  help=None if who.can("prompt.write") else "プロンプトの保存は管理者のみ行えます。"):
         try:
             saved = wb.save_prompt_version(name, content, who, store(), note=note)
-            st.success(f"prompts/{name} を版 {saved['version']} として保存しました（{saved['created_by_label']}・"
+            st.success(f"prompts/{name} を版 {saved['version']} として保存しました（{plain(saved['created_by_label'])}・"
                        f"{jst(saved['created_at'])}）。")
         except (PermissionError, ValueError, OSError) as exc:
             st.error(str(exc))
     history = list_prompt_versions(store(), name, limit=20)
     if history:
         with st.expander(f"保存履歴（{len(history)} 件）"):
-            st.dataframe([{"版": h["version"], "前の版": h["previous_version"] or "—", "保存者": h["created_by_label"],
-                           "日時": jst(h["created_at"]), "メモ": h["note"]} for h in history],
-                         hide_index=True, width="stretch")
+            table([{"版": h["version"], "前の版": h["previous_version"] or "—", "保存者": h["created_by_label"],
+                    "日時": jst(h["created_at"]), "メモ": h["note"]} for h in history],
+                  hide_index=True, width="stretch")
 
 
 def replay_tab(shown_records: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],

@@ -1,0 +1,36 @@
+"""A confirmation typed into the interview (「確定」「これでお願いします」) and a reply that claims one.
+
+Typing 「確定」 used to get 「ナレッジを確定しました。」 while the entry stayed a draft. Now a typed
+confirmation confirms through the same path as the 「✅ このナレッジを確定する」 button
+(:meth:`core.store.store.Store.set_entry_status`: permission-checked, audited, recorded with who), and the
+reply says what really happened; a reply that claims a confirmation that did not happen gets a note
+saying so and pointing to the button. Plain string checks on short, capped text: no regular expression.
+"""
+from __future__ import annotations
+
+CONFIRM_WORDS = ("確定", "問題ありません", "問題ない", "これで大丈夫", "これでお願いします", "これでOK", "OKです",
+                 "承認", "了承", "それでお願いします", "大丈夫です", "以上です")
+# A message with any of these is not a confirmation: a negation, a wait, a question, a field edit.
+NOT_CONFIRMING = ("しない", "しません", "せず", "まだ", "待って", "まって", "やめ", "取り消", "取消", "保留", "前に",
+                  "?", "？", ":", "：", "ですか", "ますか")
+MAX_CONFIRM_CHARS = 30  # a confirmation is a short message, not a paragraph that mentions 「確定」
+CLAIMS = ("確定しました", "確定いたしました", "確定済みにしました", "確定させました")
+
+CONFIRMED_NOTE = "✅ ライブラリで確定済みにしました（No.{ids}・記録: {who}）。以後の会話では新しい下書きが作られます。"
+NOTHING_TO_CONFIRM = "ℹ️ 確定できる下書きがまだありません。草案ができてから「確定」と送るか、ボタンで確定してください。"
+NOT_CONFIRMED_NOTE = ("⚠️ ライブラリではまだ確定されていません（{reason}）。"
+                      "右の「✅ このナレッジを確定する」ボタンを押して確定してください。")
+
+
+def is_typed_confirmation(text: str | None) -> bool:
+    """Whether the user's message is a confirmation of the draft (short, a confirm word, no negation,
+    question or ``項目: …`` edit)."""
+    message = (text or "").strip().rstrip("。！!")
+    if not message or len(message) > MAX_CONFIRM_CHARS:
+        return False
+    return any(w in message for w in CONFIRM_WORDS) and not any(w in message for w in NOT_CONFIRMING)
+
+
+def claims_confirmation(message: str | None) -> bool:
+    """Whether an assistant reply says the knowledge was confirmed."""
+    return any(w in (message or "") for w in CLAIMS)
