@@ -70,7 +70,7 @@ class DiagnosisConversations:
         hold = client_deadline(client or self.service.ctx.client) + LEASE_MARGIN_SECONDS
         with self.store.turn(sid, hold=hold, wait=self.wait) as token:
             if token is not None:
-                current = self._current(sid)
+                current = self._current(sid, expiry=False)  # the service applies the expiry once, below
                 if current is not None:  # the stored conversation, whatever this caller's copy still shows
                     refresh_chat(self.store, sid, transcript)
                     prompt = current.prompt
@@ -84,11 +84,14 @@ class DiagnosisConversations:
                 self.sessions.fences.pop(sid, None)
         return response
 
-    def _current(self, session_id: str) -> ChatResponse | None:
-        """The last stored response of a live session (None when unknown or expired)."""
-        if self.sessions.get(session_id) is None:
+    def _current(self, session_id: str, *, expiry: bool = True) -> ChatResponse | None:
+        """The last stored response of a live session (None when unknown or expired; ``expiry=False``
+        leaves the time-to-live to the service's own load)."""
+        if expiry and self.sessions.get(session_id) is None:
             return None
         conversation = self.store.get_conversation(session_id) or {}
+        if conversation.get("flow") != "diagnosis" or conversation.get("status") == "expired":
+            return None
         last = (conversation.get("state") or {}).get("last_response")
         return ChatResponse.model_validate(last) if last else None
 
