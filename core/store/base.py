@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping, Protocol
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, insert, select, text, update
 
 from core.store import tables as t
 from core.store.db import create_store_engine, default_url, migrate
@@ -89,6 +90,13 @@ def clean_fields(entry: Mapping[str, Any], keep_contract_text: bool, *, only_giv
     return {f: clean_text(entry.get(f), keep_personal_data=keep_contract_text) for f in fields}
 
 
+@dataclass(frozen=True)
+class Health:
+    readable: bool
+    writable: bool
+    error: BaseException | None = None  # for the server log only
+
+
 class StoreBase:
     """The engine, the transaction helpers and the audit log every part of the store writes to."""
 
@@ -113,6 +121,22 @@ class StoreBase:
 
     def _read(self):
         return self.engine.connect()
+
+    def check_health(self) -> Health:
+        """Whether the database answers a read and commits a write (the one ``heartbeat`` row is
+        rewritten): a full disk, a read-only file or a read-only replica fails the second. Never raises."""
+        try:
+            with self._read() as conn:
+                conn.execute(text("SELECT 1")).scalar()
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            return Health(False, False, exc)
+        try:
+            with self._write() as conn:
+                if not conn.execute(update(t.heartbeat).where(t.heartbeat.c.id == 1).values(at=now_iso())).rowcount:
+                    conn.execute(insert(t.heartbeat).values(id=1, at=now_iso()))
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            return Health(True, False, exc)
+        return Health(True, True)
 
     # ---- audit -----------------------------------------------------------------------------------
     def _audit(self, conn, actor: Any, action: str, target_type: str, target_id: Any, detail: Any = None) -> None:
