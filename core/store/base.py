@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping, Protocol
+from typing import Any, Iterator, Mapping, Protocol
 
 from sqlalchemy import Engine, insert, select, text, update
 
@@ -68,10 +69,32 @@ def turn_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+class SystemActor:
+    """The console itself, for writes no person causes (maintenance commands, migrations of data, the
+    scenario runner's own store). It must be passed explicitly: ``None`` is nobody, not the system."""
+
+    user_id = "system"
+    label = "システム"
+    roles = frozenset({"system"})
+    verified = True
+
+    def can(self, permission: str) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "SYSTEM"
+
+
+SYSTEM = SystemActor()
+UNKNOWN = ("unknown", "不明", "", False)
+
+
 def who(actor: Any) -> tuple[str, str, str, bool]:
-    """(user_id, label, roles, verified) of an actor; ``None`` is the system itself."""
+    """(user_id, label, roles, verified) of an actor, for the ``*_by`` columns and the audit log. ``None``
+    is recorded as 「不明」 (never as the system: that is :data:`SYSTEM`, said explicitly); a plain string
+    (an API or bench owner such as ``"api"``) as itself, unverified and without roles."""
     if actor is None:
-        return "system", "システム", "system", True
+        return UNKNOWN
     if isinstance(actor, str):
         return actor, actor, "", False
     roles = ",".join(sorted(getattr(actor, "roles", ()) or ()))
@@ -80,8 +103,11 @@ def who(actor: Any) -> tuple[str, str, str, bool]:
 
 
 def require(actor: Any, permission: str) -> None:
-    can = getattr(actor, "can", None)
-    if callable(can) and not can(permission):
+    """Fail closed: only an actor that says it may (``actor.can(permission)``) passes. ``None``, a plain
+    string or anything without ``can`` is refused, as is :class:`~core.identity.Identity` without the
+    role; system-internal writes pass :data:`SYSTEM`."""
+    can = None if actor is None or isinstance(actor, str) else getattr(actor, "can", None)
+    if not callable(can) or can(permission) is not True:
         raise PermissionError(f"この操作（{permission}）を行う権限がありません。")
 
 
@@ -144,6 +170,17 @@ class StoreBase:
         conn.execute(insert(t.audit_log).values(
             at=self.now(), actor=user_id, actor_label=label, actor_roles=roles, verified=verified, action=action,
             target_type=target_type, target_id=str(target_id), detail=None if detail is None else dumps(detail)))
+
+    @contextmanager
+    def audited(self, actor: Any, permission: str, action: str, target_type: str, target_id: Any,
+                detail: Any = None) -> Iterator[Any]:
+        """For a change outside the database (a file) that only some roles may make: ``require`` first, then
+        the body runs inside the transaction that writes its audit row, so a failing body leaves no row and
+        a change always has one."""
+        require(actor, permission)
+        with self._write() as conn:
+            self._audit(conn, actor, action, target_type, target_id, detail)
+            yield conn
 
     def list_audit(self, target_type: str | None = None, target_id: Any = None, limit: int = 200) -> list[dict]:
         query = select(t.audit_log).order_by(t.audit_log.c.id.desc()).limit(limit)
