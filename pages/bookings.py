@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.text.jst import jst
 from core.text.markup import safe_text
+from ui import outage
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
@@ -53,6 +54,7 @@ booking = bookings[rows[0]]
 number = booking["number"]
 
 
+@outage.protect
 def _set(status: str) -> None:
     try:
         store().set_booking_status(number, status, identity())
