@@ -50,7 +50,7 @@ from core.identity import AuthSettings, Identity, load_auth_settings, resolve_id
 from core.llm.registry import ProviderRegistry
 from core.llm.settings import Settings, load_settings
 from core.store import get_store as shared_store
-from core.store.conversations import TURN_WAIT_SECONDS, TurnBusy
+from core.store.conversations import TurnBusy, turn_wait
 from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store
 
@@ -130,8 +130,8 @@ def _check_owner(store: Store, session_id: str | None, owner: Identity, auth: Au
 
 
 def get_turn_wait() -> float:
-    """Seconds a turn waits for a running turn of the same session before the 409."""
-    return TURN_WAIT_SECONDS
+    """Seconds a turn waits for a running turn of the same session before the 409 (``KAIWA_TURN_WAIT``)."""
+    return turn_wait()
 
 
 def get_conversations(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)],

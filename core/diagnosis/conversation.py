@@ -22,7 +22,6 @@ from core.diagnosis.service import ChatService
 from core.diagnosis.stored_sessions import StoredSessionStore
 from core.engine import client_deadline
 from core.store.chat_sync import refresh_chat, sync_chat
-from core.store.conversations import TURN_WAIT_SECONDS
 from core.store.store import Store
 
 LEASE_MARGIN_SECONDS = 60.0  # the lease outlives the turn's own deadline by this much
@@ -36,7 +35,7 @@ class Resumed:
 
 class DiagnosisConversations:
     def __init__(self, store: Store, *, client: Any = None, owner: Any = None, ttl_seconds: float | None = None,
-                 wait: float = TURN_WAIT_SECONDS, **service_options: Any):
+                 wait: float | None = None, **service_options: Any):
         options = {"ttl_seconds": ttl_seconds} if ttl_seconds is not None else {}
         self.store = store
         self.owner = owner

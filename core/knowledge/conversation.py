@@ -17,14 +17,13 @@ from core.engine import client_deadline
 from core.knowledge.session import TurnOutcome, resend, submit_turn
 from core.schema_versions import upgrade_chat
 from core.store.chat_sync import refresh_chat, sync_chat
-from core.store.conversations import TURN_WAIT_SECONDS
 from core.store.store import Store
 
 LEASE_MARGIN_SECONDS = 60.0  # the lease outlives the turn's own deadline by this much
 
 
 class KnowledgeConversations:
-    def __init__(self, store: Store, owner: Any = None, *, wait: float = TURN_WAIT_SECONDS):
+    def __init__(self, store: Store, owner: Any = None, *, wait: float | None = None):
         self.store = store
         self.owner = owner
         self.wait = wait

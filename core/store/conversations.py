@@ -15,6 +15,7 @@ was taken over meanwhile raises :class:`TurnBusy` instead of overwriting the new
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import time
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from core.ids import new_id
 from core.store import tables as t
 from core.store.base import FLOWS, dumps, loads, storable_entry, turn_columns, who
 
-TURN_WAIT_SECONDS = 30.0  # how long a turn waits for the one before it (then TurnBusy / 409)
+TURN_WAIT_SECONDS = 30.0  # how long a turn waits for the one before it (then TurnBusy / 409); KAIWA_TURN_WAIT
 TURN_BUSY_MESSAGE = ("この会話では前のメッセージをまだ処理しています。入力した内容はそのままです。"
                      "少し待ってからもう一度送信してください。")
 
@@ -40,6 +41,17 @@ class TurnBusy(RuntimeError):
         super().__init__(message)
         self.conversation_id = conversation_id
         self.message = message
+
+
+def turn_wait(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds a turn waits for a running turn of the same conversation: ``KAIWA_TURN_WAIT``, else
+    :data:`TURN_WAIT_SECONDS` (an unusable value falls back to the default)."""
+    raw = ((os.environ if environ is None else environ).get("KAIWA_TURN_WAIT") or "").strip()
+    try:
+        value = float(raw) if raw else TURN_WAIT_SECONDS
+    except ValueError:
+        return TURN_WAIT_SECONDS
+    return value if 0 <= value <= 3600 else TURN_WAIT_SECONDS
 
 
 def _lease_time(offset: float = 0.0) -> str:
@@ -123,15 +135,15 @@ class ConversationsStore:
             conn.execute(update(t.conversations).where(t.conversations.c.id == conversation_id).values(**values))
 
     # ---- the turn lease ---------------------------------------------------------------------------
-    def acquire_turn(self, conversation_id: str, *, hold: float, wait: float = TURN_WAIT_SECONDS) -> str | None:
+    def acquire_turn(self, conversation_id: str, *, hold: float, wait: float | None = None) -> str | None:
         """Take the conversation's turn lease for ``hold`` seconds; returns its token, or None when there is
         no such conversation (the flow starts a new one, which nobody else can know yet). Waits up to
-        ``wait`` seconds for a running turn, then raises :class:`TurnBusy`."""
+        ``wait`` seconds (default :func:`turn_wait`) for a running turn, then raises :class:`TurnBusy`."""
         if not conversation_id or len(conversation_id) > 80:
             return None
         token = secrets.token_hex(16)
         c = t.conversations.c
-        deadline = time.monotonic() + max(0.0, wait)
+        deadline = time.monotonic() + max(0.0, turn_wait() if wait is None else wait)
         pause = 0.02
         while True:
             with self._write() as conn:
@@ -170,7 +182,7 @@ class ConversationsStore:
                          .values(turn_token=None, turn_until=None))
 
     @contextmanager
-    def turn(self, conversation_id: str | None, *, hold: float, wait: float = TURN_WAIT_SECONDS
+    def turn(self, conversation_id: str | None, *, hold: float, wait: float | None = None
              ) -> Iterator[str | None]:
         """``with store.turn(cid, hold=…) as token:`` one turn of ``cid`` at a time (see the module
         docstring); ``token`` is None for an unknown conversation. Released however the turn ends."""
