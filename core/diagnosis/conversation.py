@@ -43,16 +43,19 @@ class DiagnosisConversations:
         self.sessions = StoredSessionStore(store, owner=owner, **options)
         self.service = ChatService(client, store=self.sessions, **service_options)
 
-    def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any) -> None:
+    def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any,
+              lease: str | None = None) -> None:
         """The transcript and the last response, written through. The newest assistant entry carries the
-        whole response (the turn JSON the store keeps); the client names the provider and model."""
+        whole response (the turn JSON the store keeps); the client names the provider and model. The last
+        write checks and gives up the turn lease ``lease`` (if any)."""
         if transcript and transcript[-1].get("role") == "assistant" and "response" not in transcript[-1]:
             transcript[-1]["response"] = response.model_dump(mode="json")
         client = client or self.service.ctx.client
         sync_chat(self.store, response.session_id, transcript, flow="diagnosis", author=self.owner,
                   provider=getattr(client, "name", None), model=getattr(client, "model", None))
         self.store.update_conversation(response.session_id,
-                                       merge_state={"last_response": response.model_dump(mode="json")})
+                                       merge_state={"last_response": response.model_dump(mode="json")},
+                                       fence=lease, release=lease is not None)
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:
@@ -74,11 +77,9 @@ class DiagnosisConversations:
                     refresh_chat(self.store, sid, transcript)
                     prompt = current.prompt
                 self.sessions.fences[sid] = (token, hold)
-            try:
+            try:  # the session's own write is fenced (and extends the lease); the transcript follows it at once
                 response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
-                if token is not None and response.session_id == sid:
-                    self.store.renew_turn(sid, token, hold=hold)
-                self._save(transcript, response, client)
+                self._save(transcript, response, client, token if response.session_id == sid else None)
             finally:
                 self.sessions.fences.pop(sid, None)
         return response

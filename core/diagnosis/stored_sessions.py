@@ -59,10 +59,11 @@ class StoredSessionStore:
         if session.symptom_text:
             title = f"{session.make or ''} {session.model or ''}: {session.symptom_text}".strip()[:80]
         status = "done" if session.current_step == ChatStep.DONE else "active"
-        token, hold = self.fences.get(session.session_id, (None, 0.0))
-        if token is not None:
-            self.store.renew_turn(session.session_id, token, hold=hold)
-        if session.current_step == ChatStep.DONE and session.booking_type and session.booking_data:
+        token, hold = self.fences.get(session.session_id, (None, None))
+        booking = session.current_step == ChatStep.DONE and session.booking_type and session.booking_data
+        if booking:
+            if token is not None:  # a turn that lost its lease books nothing
+                self.store.renew_turn(session.session_id, token, hold=hold)
             self.store.create_booking(
                 session.session_id, booking_type=session.booking_type, contact=session.booking_data,
                 vehicle_id=session.vehicle_id, vehicle_label=" ".join(str(p) for p in (session.make, session.model,
@@ -70,7 +71,7 @@ class StoredSessionStore:
                 urgency=session.urgency_level, can_drive=session.can_drive, symptom=session.symptom_text,
                 actor=self.owner)
         self.store.update_conversation(session.session_id, merge_state={"session": session.model_dump(mode="json")},
-                                       title=title, status=status, fence=token)
+                                       title=title, status=status, fence=token, hold=hold)
 
     def delete(self, session_id: str) -> None:
         self.store.update_conversation(session_id, status="expired")

@@ -50,5 +50,6 @@ class FAQConversations:
             sync_chat(self.store, conversation_id, chat, flow="faq", author=self.owner,
                       provider=getattr(client, "name", None), model=getattr(client, "model", None))
             self.store.update_conversation(conversation_id, merge_state={"faq_state": result.state.to_dict()},
-                                           title=chat[0]["user"][:60] if chat else None, fence=token)
+                                           title=chat[0]["user"][:60] if chat else None, fence=token,
+                                           release=token is not None)
         return result

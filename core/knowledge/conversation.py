@@ -43,7 +43,7 @@ class KnowledgeConversations:
             outcome = submit_turn(chat, outputs, text, documents, client, log=log, session_id=conversation_id,
                                   **kwargs)
             self._renew(conversation_id, token, hold)
-            self.save(conversation_id, chat, outputs, outcome, client)
+            self.save(conversation_id, chat, outputs, outcome, client, lease=token)
         return outcome
 
     def _refresh(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
@@ -64,11 +64,11 @@ class KnowledgeConversations:
             self._refresh(conversation_id, chat, outputs, token)
             outcome = resend(chat, outputs, user_id, client, log=log, session_id=conversation_id)
             self._renew(conversation_id, token, hold)
-            self.save(conversation_id, chat, outputs, outcome, client)
+            self.save(conversation_id, chat, outputs, outcome, client, lease=token)
         return outcome
 
     def save(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
-             outcome: TurnOutcome | None, client: Any) -> None:
+             outcome: TurnOutcome | None, client: Any, *, lease: str | None = None) -> None:
         sync_chat(self.store, conversation_id, chat, flow="knowledge", author=self.owner,
                   provider=getattr(client, "name", None), model=getattr(client, "model", None))
         if outcome is not None and outcome.result.ok and outcome.result.knowledge:
@@ -76,7 +76,8 @@ class KnowledgeConversations:
             outputs[:] = self.store.conversation_outputs(conversation_id)
         first = next((e.get("user_text") or e.get("content") for e in chat if e.get("role") == "user"), "")
         title = next((e.get("knowledge_title") for e in outputs if e.get("knowledge_title")), "") or first
-        self.store.update_conversation(conversation_id, title=(title or "（添付のみ）").replace("\n", " ")[:60])
+        self.store.update_conversation(conversation_id, title=(title or "（添付のみ）").replace("\n", " ")[:60],
+                                       fence=lease, release=lease is not None)
 
     def confirm(self, conversation_id: str, entry_id: int, actor: Any) -> list[dict[str, Any]]:
         """Confirm one entry in the library; returns the conversation's outputs as they now are."""

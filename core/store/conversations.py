@@ -62,6 +62,12 @@ def _lease_time(offset: float = 0.0) -> str:
 class ConversationsStore:
     """The conversations-and-turns part of :class:`~core.store.store.Store`."""
 
+    _released_leases: set[str]  # lease tokens given up by a turn's last write (``update_conversation``)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self._released_leases = set()
+        super().__init__(*args, **kwargs)
+
     def create_conversation(self, flow: str, owner: Any = None, *, conversation_id: str | None = None,
                             title: str = "", state: Mapping[str, Any] | None = None) -> str:
         if flow not in FLOWS:
@@ -114,12 +120,14 @@ class ConversationsStore:
 
     def update_conversation(self, conversation_id: str, *, state: Mapping[str, Any] | None = None,
                             merge_state: Mapping[str, Any] | None = None, title: str | None = None,
-                            status: str | None = None, fence: str | None = None) -> None:
+                            status: str | None = None, fence: str | None = None, hold: float | None = None,
+                            release: bool = False) -> None:
         """Replace or merge (top-level keys) the resumable state; set the title / status. With ``fence`` (a
-        turn lease token) nothing is written unless that lease is still held: :class:`TurnBusy` instead."""
+        turn lease token) nothing is written unless that lease is still held (:class:`TurnBusy` instead);
+        ``hold`` extends it, ``release`` gives it up in the same transaction (the turn's last write)."""
         with self._write() as conn:
             if fence is not None:
-                self._check_lease(conn, conversation_id, fence)
+                self._check_lease(conn, conversation_id, fence, hold)
             values: dict[str, Any] = {"updated_at": self.now(), "state_version": t.conversations.c.state_version + 1}
             if merge_state is not None:
                 current = conn.execute(select(t.conversations.c.state)
@@ -132,7 +140,11 @@ class ConversationsStore:
                 values["title"] = title[:200]
             if status is not None:
                 values["status"] = status
+            if fence is not None and release:
+                values.update(turn_token=None, turn_until=None)
             conn.execute(update(t.conversations).where(t.conversations.c.id == conversation_id).values(**values))
+        if fence is not None and release:
+            self._released_leases.add(fence)
 
     # ---- the turn lease ---------------------------------------------------------------------------
     def acquire_turn(self, conversation_id: str, *, hold: float, wait: float | None = None) -> str | None:
@@ -190,7 +202,9 @@ class ConversationsStore:
         try:
             yield token
         finally:
-            if token is not None:
+            if token is not None and token in self._released_leases:  # released by the turn's last write
+                self._released_leases.discard(token)
+            elif token is not None:
                 try:
                     self.release_turn(conversation_id or "", token)
                 except Exception:  # noqa: BLE001 - the database went away: the lease lapses after ``hold``
