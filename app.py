@@ -1,6 +1,8 @@
-"""Kaiwa Console entry point: session state, identity and provider sidebar, and page navigation."""
+"""Kaiwa Console entry point: session state, identity and provider sidebar, and page navigation; a
+database outage is a notice above the page, never a traceback (``ui.outage``)."""
 import streamlit as st
 
+from ui import outage
 from ui.identity import render_identity_sidebar
 from ui.session import init_session
 from ui.sidebar import render_debug_controls, render_sidebar
@@ -28,5 +30,7 @@ pages = {
 navigation = st.navigation(pages)
 render_identity_sidebar()
 render_sidebar()
-navigation.run()
+outage.notice()
+with outage.page_guard():
+    navigation.run()
 render_debug_controls()

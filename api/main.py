@@ -13,12 +13,21 @@ builds it: ``ProviderRegistry(load_settings()).get_active()``, offline without a
 ``ChatService`` inside it keeps the caller (owner) and the debug sink of the call it is serving, so
 one shared instance would mix up concurrent callers.
 
-Errors never show a traceback: an invalid body is a 422 with a Japanese message and the fields at
-fault, a body over :data:`MAX_BODY_BYTES` a 413, an unknown or expired session id a new session with
-the expired notice (the flow's own rule), a model failure the flow's fallback message (200, with
-``fallback: true``), and anything else a 503 with the seed's fallback message (logged server side).
+Errors never show a traceback, and every 4xx has a Japanese ``detail``: an invalid body is a 422 naming
+the fields at fault (types are strict: ``rewind_to_turn`` ``true``, ``"0"`` or ``1.0`` is not an integer;
+a NUL character in any text is refused, since PostgreSQL cannot store it), malformed JSON a 422, a body
+that is not UTF-8 a 400, an unknown route a 404, a body over :data:`MAX_BODY_BYTES` a 413, a turn while
+another turn of the same session runs for longer than the wait a 409 (a 200 always means stored), an
+unknown or expired session id a new session with the expired notice (the flow's own rule), a model
+failure the flow's fallback message (200, with ``fallback: true``), and anything else a 503 with the
+seed's fallback message (logged server side).
 
-Every dependency (``get_store``, ``get_client``, ``get_retriever``, ``get_settings``, ``get_owner``)
+With ``KAIWA_TRUST_PROXY_HEADERS=1`` a session belongs to the caller who started it: another caller gets
+the same 404 for it as for an unknown id, for reading and for continuing (operators in the console see
+every session).
+
+Every dependency (``get_store``, ``get_client``, ``get_retriever``, ``get_settings``, ``get_owner``,
+``get_auth_settings``, ``get_turn_wait``)
 can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way).
 """
 from __future__ import annotations
@@ -30,18 +39,20 @@ from typing import Annotated, Any, Callable, Generic, TypeVar
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, StringConstraints
-from sqlalchemy import text
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.knowledge import router as knowledge_router
 from core.diagnosis.context import UNSET
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
 from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
-from core.identity import Identity, load_auth_settings, resolve_identity
+from core.identity import AuthSettings, Identity, load_auth_settings, resolve_identity
 from core.llm.registry import ProviderRegistry
 from core.llm.settings import Settings, load_settings
 from core.store import get_store as shared_store
+from core.store.conversations import TurnBusy, turn_wait
 from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store
 
@@ -83,6 +94,10 @@ _client: _Lazy[Any] = _Lazy(lambda: ProviderRegistry(get_settings()).get_active(
 
 
 # ---- dependencies ------------------------------------------------------------------------------
+def get_auth_settings() -> AuthSettings:
+    return load_auth_settings()
+
+
 def get_settings() -> Settings:
     return _settings.get()
 
@@ -101,16 +116,31 @@ def get_retriever() -> Any:
     return UNSET
 
 
-def get_owner(request: Request) -> Identity:
+def get_owner(request: Request, auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> Identity:
     """The caller: the trusted proxy identity when ``KAIWA_TRUST_PROXY_HEADERS`` is on, else ``api``."""
-    identity = resolve_identity(load_auth_settings(), headers=request.headers)
+    identity = resolve_identity(auth, headers=request.headers)
     return API_IDENTITY if identity.source == "anonymous" else identity
+
+
+def _check_owner(store: Store, session_id: str | None, owner: Identity, auth: AuthSettings) -> None:
+    """With proxy identity on, a stored diagnosis session of another caller is answered as unknown (404)."""
+    if not auth.trust_proxy or not session_id:
+        return
+    conversation = store.get_conversation(session_id)
+    if conversation is not None and conversation["flow"] == "diagnosis" and conversation["owner"] != owner.user_id:
+        raise HTTPException(status_code=404, detail=NOT_FOUND)
+
+
+def get_turn_wait() -> float:
+    """Seconds a turn waits for a running turn of the same session before the 409 (``KAIWA_TURN_WAIT``)."""
+    return turn_wait()
 
 
 def get_conversations(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)],
                       retriever: Annotated[Any, Depends(get_retriever)],
-                      owner: Annotated[Identity, Depends(get_owner)]) -> DiagnosisConversations:
-    return DiagnosisConversations(store, client=client, owner=owner, retriever=retriever)
+                      owner: Annotated[Identity, Depends(get_owner)],
+                      wait: Annotated[float, Depends(get_turn_wait)]) -> DiagnosisConversations:
+    return DiagnosisConversations(store, client=client, owner=owner, retriever=retriever, wait=wait)
 
 
 def get_debug_log(store: Annotated[Store, Depends(get_store)], settings: Annotated[Settings, Depends(get_settings)],
@@ -120,17 +150,27 @@ def get_debug_log(store: Annotated[Store, Depends(get_store)], settings: Annotat
 
 
 # ---- request / response models -----------------------------------------------------------------
-Text = Annotated[str, StringConstraints(max_length=MAX_VALUE_CHARS)]
-FieldName = Annotated[str, StringConstraints(max_length=64)]
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise PydanticCustomError("nul_character", "NUL character")
+    return value
+
+
+NoNul = AfterValidator(_no_nul)
+Text = Annotated[str, StringConstraints(max_length=MAX_VALUE_CHARS), NoNul]
+FieldName = Annotated[str, StringConstraints(max_length=64), NoNul]
 
 
 class ChatRequestBody(ChatRequest):
     """The seed's ``ChatRequest`` with bounds: ``message`` at most 8,000 characters, ``action_value`` a
-    button value or the booking form's fields (``{name: value}``)."""
+    button value or the booking form's fields (``{name: value}``). Types are strict (no ``true`` or
+    ``"0"`` for an integer, no number for a string) and no text may hold a NUL character."""
 
-    session_id: Annotated[str, StringConstraints(max_length=80)] | None = None
-    message: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)] | None = None
-    action: Annotated[str, StringConstraints(max_length=64)] | None = None
+    model_config = ConfigDict(strict=True)
+
+    session_id: Annotated[str, StringConstraints(max_length=80), NoNul] | None = None
+    message: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS), NoNul] | None = None
+    action: Annotated[str, StringConstraints(max_length=64), NoNul] | None = None
     action_value: Text | Annotated[dict[FieldName, Text], Field(max_length=MAX_FORM_FIELDS)] | None = None
     rewind_to_turn: Annotated[int, Field(ge=0, le=100_000)] | None = None
 
@@ -223,6 +263,21 @@ _TYPE_TEXT = {
     "greater_than_equal": "{ge} 以上にしてください",
     "less_than_equal": "{le} 以下にしてください",
     "json_invalid": "JSON として読めません",
+    "nul_character": "NUL 文字（U+0000）は使えません",
+    "bool_type": "真偽値で指定してください",
+}
+# 4xx that the framework raises with an English text; our own carry Japanese already
+_STATUS_TEXT = {
+    400: "リクエスト本文を読み取れません。UTF-8 の JSON で送ってください。",
+    401: "認証が必要です。",
+    403: "この操作は許可されていません。",
+    404: "指定された URL は見つかりません。",
+    405: "この URL ではそのメソッドは使えません。",
+    406: "その形式の応答は返せません。",
+    409: "ほかの処理と競合しました。少し待ってからもう一度送信してください。",
+    413: TOO_LARGE,
+    415: "Content-Type は application/json にしてください。",
+    429: "リクエストが多すぎます。少し待ってからもう一度送信してください。",
 }
 _FIELD_LABELS = {"body": "リクエスト本文"}
 
@@ -262,6 +317,23 @@ async def _invalid_body(request: Request, exc: RequestValidationError) -> JSONRe
     return JSONResponse({"detail": f"リクエストの内容に誤りがあります: {listed}", "errors": fields}, status_code=422)
 
 
+@app.exception_handler(StarletteHTTPException)
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """Every HTTP error with a Japanese ``detail``: ours as raised, the framework's (unknown route, wrong
+    method, an unreadable body…) by status."""
+    detail = exc.detail if isinstance(exc.detail, str) and not exc.detail.isascii() else None
+    if detail is None:
+        detail = _STATUS_TEXT.get(exc.status_code) or (
+            "リクエストを処理できませんでした。" if exc.status_code < 500 else FALLBACK_MESSAGE)
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+@app.exception_handler(TurnBusy)
+async def _turn_busy(request: Request, exc: TurnBusy) -> JSONResponse:
+    """409: another turn of this session is still running (nothing of this request was stored)."""
+    return JSONResponse({"detail": exc.message, "session_id": exc.conversation_id}, status_code=409)
+
+
 @app.exception_handler(Exception)
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     """Anything unforeseen (the database is down…): logged here, the caller gets the fallback message."""
@@ -270,20 +342,29 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 
 @app.post("/api/chat", response_model=ChatResponse, summary="問診チャットの 1 ターン",
-          responses={413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"},
+          responses={404: {"description": "ほかの利用者のセッション（プロキシ認証が有効なとき）"},
+                     409: {"description": "同じセッションの前のターンがまだ処理中（何も保存していない）"},
+                     413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"},
                      503: {"description": "一時的な障害（フォールバックメッセージ）"}})
 def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)],
-         log: Annotated[StoredDebugLog | None, Depends(get_debug_log)]) -> ChatResponse:
+         log: Annotated[StoredDebugLog | None, Depends(get_debug_log)],
+         owner: Annotated[Identity, Depends(get_owner)], auth: Annotated[AuthSettings, Depends(get_auth_settings)]
+         ) -> ChatResponse:
     """Seed 000 §1: ``session_id`` null (and nothing else) starts a session; an unknown or expired id
     starts a new one with ``notice``; ``action`` + ``action_value`` press a button; ``rewind_to_turn``
-    goes back."""
+    goes back; ``action: restart`` starts a new session (a new id; the finished one stays as it was)."""
+    _check_owner(conversations.store, body.session_id, owner, auth)
     return conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
 
 
 @app.get("/api/sessions/{session_id}", response_model=SessionSummary, summary="保存された問診セッション",
          responses={404: {"description": NOT_FOUND}})
-def session_summary(session_id: str, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)]
-                    ) -> SessionSummary:
+def session_summary(session_id: str, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)],
+                    owner: Annotated[Identity, Depends(get_owner)],
+                    auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> SessionSummary:
+    if len(session_id) > 80 or "\x00" in session_id:
+        raise HTTPException(status_code=404, detail=NOT_FOUND)
+    _check_owner(conversations.store, session_id, owner, auth)
     session = conversations.sessions.get(session_id)
     conversation = conversations.store.get_conversation(session_id) if session else None
     if session is None or conversation is None:
@@ -302,14 +383,16 @@ def session_summary(session_id: str, conversations: Annotated[DiagnosisConversat
         updated_at=str(conversation["updated_at"]))
 
 
-@app.get("/healthz", summary="死活確認（DB に問い合わせる）")
+@app.get("/healthz", summary="死活確認（DB の読み書きを確かめる）")
 def healthz(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)]) -> JSONResponse:
-    body = {"status": "ok", "db": store.dialect, "provider": str(getattr(client, "name", "?")),
-            "model": str(getattr(client, "model", "") or "")}
-    try:
-        with store.engine.connect() as conn:
-            conn.execute(text("SELECT 1")).scalar()
-    except Exception as exc:  # noqa: BLE001 - reported as unhealthy, not raised
-        logger.error("health check: database unreachable", exc_info=exc)
+    """200 when the database answers a read and takes a write (``Store.check_health``), else 503 with
+    ``db_readable`` / ``db_writable`` saying which failed (the error itself only in the server log)."""
+    body: dict[str, Any] = {"status": "ok", "db": store.dialect, "provider": str(getattr(client, "name", "?")),
+                            "model": str(getattr(client, "model", "") or "")}
+    health = store.check_health()
+    body.update(db_readable=health.readable, db_writable=health.writable)
+    if not (health.readable and health.writable):
+        logger.error("health check: database %s", "unreachable" if not health.readable else "not writable",
+                     exc_info=health.error)
         return JSONResponse({**body, "status": "error"}, status_code=503)
     return JSONResponse(body)

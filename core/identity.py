@@ -8,9 +8,12 @@ An :class:`Identity` comes from (first that applies, see :func:`resolve_identity
 3. a display name the user typed (``source="local"``, shown as unverified);
 4. otherwise :data:`ANONYMOUS`.
 
-Everyone is an ``operator``. ``admin`` comes from ``KAIWA_ADMINS`` (names or e-mails; matched only
-for verified identities, since anyone can type a local name) or from unlocking the session with
-the admin password (``admin_password`` in ``secrets.toml`` or ``KAIWA_ADMIN_PASSWORD``).
+Everyone is an ``operator``. ``admin`` comes from a **verified e-mail** listed in ``KAIWA_ADMINS`` (e-mails
+only: the OIDC ``email`` claim, not used when the provider sends ``email_verified: false``, or the trusted
+proxy's e-mail header), never from a name (an OIDC ``name`` claim is editable by its user at most identity
+providers, ``X-Forwarded-User`` is a user name, and anyone can type a local name); or from unlocking the
+session with the admin password (``admin_password`` in ``secrets.toml`` or ``KAIWA_ADMIN_PASSWORD``), which
+:func:`unlock_wait` slows down and then locks after repeated failures.
 :data:`PERMISSIONS` maps each permission to the roles holding it. No Streamlit import here:
 the page layer reads ``st.user`` / ``st.context.headers`` and passes plain mappings in.
 """
@@ -20,7 +23,7 @@ import hmac
 import os
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 OPERATOR = "operator"
 ADMIN = "admin"
@@ -34,6 +37,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "prompt.write": _ADMIN_ONLY,
     "entry.archive": _ADMIN_ONLY,
     "debug.clear": _ADMIN_ONLY,
+    "scenario.write": _ADMIN_ONLY,  # save regression scenarios (tests/scenarios) from the workbench
     "entry.edit": _BOTH,
     "entry.confirm": _BOTH,
     "booking.update": _BOTH,
@@ -43,9 +47,10 @@ PERMISSIONS: dict[str, frozenset[str]] = {
 @dataclass(frozen=True)
 class Identity:
     name: str  # display name
-    email: str | None = None
+    email: str | None = None  # verified e-mail only (OIDC ``email`` unless ``email_verified`` is false; proxy header)
     source: str = "local"  # "oidc" | "proxy" | "local" | "anonymous"
     roles: frozenset[str] = frozenset({OPERATOR})
+    subject: str | None = None  # the OIDC ``sub`` when there is no verified e-mail (a stable id; the name is not)
 
     @property
     def verified(self) -> bool:
@@ -53,8 +58,10 @@ class Identity:
 
     @property
     def user_id(self) -> str:
-        """Stable owner key: the e-mail, else ``<source>:<name>``."""
-        return self.email or f"{self.source}:{self.name}"
+        """Stable owner key: the e-mail, else ``oidc:sub:<sub>``, else ``<source>:<name>``."""
+        if self.email:
+            return self.email
+        return f"{self.source}:sub:{self.subject}" if self.subject else f"{self.source}:{self.name}"
 
     @property
     def label(self) -> str:
@@ -79,7 +86,7 @@ class AuthSettings:
     user_header: str = "X-Forwarded-User"
     email_header: str = "X-Forwarded-Email"
     trust_proxy: bool = False
-    admins: frozenset[str] = frozenset()  # casefolded names / e-mails
+    admins: frozenset[str] = frozenset()  # casefolded e-mails (entries without "@" are not admins of anything)
     admin_password: str | None = None
     oidc_configured: bool = False
 
@@ -106,7 +113,7 @@ def load_auth_settings(environ: Mapping[str, str] | None = None, secrets: Mappin
         value = source.get(key)
         return value.strip() if isinstance(value, str) and value.strip() else None
 
-    admins = frozenset(a.strip().casefold() for a in (get("KAIWA_ADMINS") or "").split(",") if a.strip())
+    admins = frozenset(a.strip().casefold() for a in (get("KAIWA_ADMINS") or "").split(",") if "@" in a)
     return AuthSettings(
         user_header=get("KAIWA_USER_HEADER") or AuthSettings.user_header,
         email_header=get("KAIWA_EMAIL_HEADER") or AuthSettings.email_header,
@@ -140,15 +147,23 @@ def _email(value: str) -> str | None:
     return value if "@" in value and " " not in value else None
 
 
-def _roles(settings: AuthSettings, name: str, email: str | None, source: str, admin_unlocked: bool) -> frozenset[str]:
-    keys = {name.casefold(), f"{source}:{name}".casefold()} | ({email.casefold()} if email else set())
-    is_admin = admin_unlocked or (source in ("oidc", "proxy") and bool(keys & settings.admins))
+def _roles(settings: AuthSettings, email: str | None, source: str, admin_unlocked: bool) -> frozenset[str]:
+    """Admin by a verified e-mail in ``KAIWA_ADMINS`` (``email`` is only ever a verified one here) or the
+    unlocked password; a name never counts."""
+    is_admin = admin_unlocked or (source in ("oidc", "proxy") and bool(email) and email.casefold() in settings.admins)
     return frozenset({OPERATOR, ADMIN}) if is_admin else frozenset({OPERATOR})
 
 
-def _make(settings: AuthSettings, name: str, email: str | None, source: str, admin_unlocked: bool) -> Identity:
-    return Identity(name=name, email=email, source=source,
-                    roles=_roles(settings, name, email, source, admin_unlocked))
+def _make(settings: AuthSettings, name: str, email: str | None, source: str, admin_unlocked: bool,
+          subject: str | None = None) -> Identity:
+    return Identity(name=name, email=email, source=source, roles=_roles(settings, email, source, admin_unlocked),
+                    subject=None if email else subject)
+
+
+def _unverified(claims: Mapping[str, Any]) -> bool:
+    """The provider said the e-mail is not verified (``email_verified`` false, as a bool or a string)."""
+    flag = claims.get("email_verified")
+    return flag is False or (isinstance(flag, str) and flag.strip().lower() in ("false", "0", "no"))
 
 
 def resolve_identity(settings: AuthSettings, *, oidc_user: Mapping[str, Any] | None = None,
@@ -156,10 +171,12 @@ def resolve_identity(settings: AuthSettings, *, oidc_user: Mapping[str, Any] | N
                      admin_unlocked: bool = False) -> Identity:
     """The identity of the current user (see module docstring for the order)."""
     if settings.oidc_configured and oidc_user and oidc_user.get("is_logged_in", True):
-        email = _email(clean_value(oidc_user.get("email")))
-        name = clean_value(oidc_user.get("name")) or email or clean_value(oidc_user.get("sub"))
+        # an unverified e-mail is not the user's: neither their id nor a way to admin
+        email = None if _unverified(oidc_user) else _email(clean_value(oidc_user.get("email")))
+        subject = clean_value(oidc_user.get("sub"))
+        name = clean_value(oidc_user.get("name")) or email or subject
         if name:
-            return _make(settings, name, email, "oidc", admin_unlocked)
+            return _make(settings, name, email, "oidc", admin_unlocked, subject=subject or None)
     if settings.trust_proxy and headers:
         user = _header(headers, settings.user_header)
         email = _email(_header(headers, settings.email_header))
@@ -178,3 +195,32 @@ def check_admin_password(settings: AuthSettings, password: str | None) -> bool:
     if not settings.admin_password or not password:
         return False
     return hmac.compare_digest(str(password).encode("utf-8"), settings.admin_password.encode("utf-8"))
+
+
+# ---- the admin password: slow down, then lock -------------------------------------------------------------
+FREE_FAILURES = 3  # failures within the window before any waiting
+LOCK_FAILURES = 10  # failures within the window that lock the form
+WINDOW_SECONDS = 15 * 60  # failures older than this are forgotten; a lock lasts this long after the last one
+MAX_DELAY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class UnlockWait:
+    seconds: float  # how long until the next attempt is even checked (0: now)
+    locked: bool  # LOCK_FAILURES reached: locked for ``seconds``
+    failures: int
+
+
+def unlock_wait(failures: Sequence[float], now: float) -> UnlockWait:
+    """The wait before the next admin-password attempt, given the times (epoch seconds) of the failures
+    since the last success: none for the first :data:`FREE_FAILURES`, then 2, 4, 8 … seconds (at most
+    :data:`MAX_DELAY_SECONDS`) after the latest, and a lock of :data:`WINDOW_SECONDS` after the latest
+    once :data:`LOCK_FAILURES` fall within the window."""
+    recent = sorted(f for f in failures if now - f < WINDOW_SECONDS)
+    n = len(recent)
+    if n >= LOCK_FAILURES:
+        return UnlockWait(max(0.0, recent[-1] + WINDOW_SECONDS - now), True, n)
+    if n >= FREE_FAILURES:
+        delay = min(MAX_DELAY_SECONDS, 2.0 ** (n - FREE_FAILURES + 1))
+        return UnlockWait(max(0.0, recent[-1] + delay - now), False, n)
+    return UnlockWait(0.0, False, n)

@@ -10,7 +10,7 @@ import streamlit as st
 from core.diagnosis.bookings import STATUS_LABELS, action_label, bookings_csv, contact_label, type_label, urgency_label
 from core.diagnosis.view import LEVEL_LABELS
 from core.text.jst import jst
-from ui import safe
+from ui import outage, safe
 from ui.display_name import recorded_as
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
@@ -55,6 +55,7 @@ booking = bookings[rows[0]]
 number = booking["number"]
 
 
+@outage.protect
 def _set(status: str) -> None:
     try:
         store().set_booking_status(number, status, identity())

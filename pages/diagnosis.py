@@ -7,6 +7,7 @@ import streamlit as st
 from core.diagnosis import ChatRequest, PromptInfo, view
 from core.diagnosis.conversation import DiagnosisConversations
 from core.text.markup import safe_markdown, safe_text
+from ui import outage
 from ui.conversations import bind_conversation, recent_conversations
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 
@@ -41,7 +42,7 @@ def _follow(response) -> None:
 
 
 # ---- actions (button callbacks run before the page is drawn) -------------------------------------
-def _send(**fields) -> None:
+def _request(fields: dict) -> None:
     current = state.diag_response
     response = state.diag_convs.send(state.diag_transcript, ChatRequest(session_id=current.session_id, **fields),
                                      prompt=current.prompt, client=state.llm_client, log=debug_sink())
@@ -49,6 +50,12 @@ def _send(**fields) -> None:
     _follow(response)
     if response.fallback:
         st.toast("モデルの呼び出しに失敗したため、定型の案内を表示しました。", icon="⚠️")
+
+
+def _send(**fields) -> None:
+    """One request; kept for 「再送信」 when the database is down or the conversation busy (ui.outage)."""
+    label = view.request_label(ChatRequest(**fields), state.diag_response.prompt) or "（操作）"
+    outage.send_or_hold("diagnosis", fields, label, _request)
 
 
 def _choose(action: str | None, value: str) -> None:
@@ -63,6 +70,7 @@ def _submit_booking(names: list[str]) -> None:
     _send(action="submit_booking", action_value={n: state.get(f"diag_field_{n}") or "" for n in names})
 
 
+@outage.protect
 def _reset() -> None:
     _new_conversation()
     _follow(state.diag_response)
@@ -146,6 +154,7 @@ def _assistant(entry: dict) -> None:
 
 
 # ---- page ---------------------------------------------------------------------------------------
+outage.keep_on_failure("diag_input", lambda text: outage.hold("diagnosis", {"message": text.strip()}, text))
 st.title("🚗 車両問診")
 provider_caption()
 bind_conversation("diagnosis", load=_load_conversation, new=_new_conversation)
@@ -159,6 +168,7 @@ if typed and typed.strip():
     with st.spinner("取扱説明書を確認しています…（初回は検索インデックスの準備に時間がかかります）"):
         _send(message=typed.strip())
 
+outage.held_input("diagnosis", _request)
 response = state.diag_response
 session = state.diag_service.get_session(response.session_id)
 

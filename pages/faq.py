@@ -7,7 +7,7 @@ from core.faq.conversation import FAQConversations
 from core.faq.kb import FaultyKB, default_kb
 from core.faq.report import latency_frame, outcome_badge, trace_frame, without_article_ids
 from core.text.markup import safe_markdown, safe_text
-from ui import safe
+from ui import outage, safe
 from ui.conversations import bind_conversation, recent_conversations
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 
@@ -31,6 +31,7 @@ def _new_conversation() -> str:
     state.faq_chat = []
     return conversation_id
 
+outage.keep_on_failure("faq_input", lambda text: outage.hold("faq", {"text": text.strip()}, text))
 st.title("❓ FAQ")
 provider_caption()
 bind_conversation("faq", load=_load_conversation, new=_new_conversation)
@@ -53,11 +54,15 @@ def _knowledge_base():
     return FaultyKB(kb, mode="timeout") if state.get("faq_fault_timeout") else kb
 
 
-def _run_turn(text: str) -> None:
+def _ask(payload: dict) -> None:
     with st.spinner("FAQ を検索しています…（初回は検索インデックスの準備に時間がかかります）"):
-        result = _conversations().ask(state.faq_conversation_id, state.faq_state, state.faq_chat, text,
+        result = _conversations().ask(state.faq_conversation_id, state.faq_state, state.faq_chat, payload["text"],
                                       client=state.llm_client, kb=_knowledge_base(), log=debug_sink())
     state.faq_state = result.state
+
+
+def _run_turn(text: str) -> None:
+    outage.send_or_hold("faq", {"text": text}, text, _ask)  # kept for 「再送信」 when it cannot be stored
 
 
 def _show_citations(citations: list[str]) -> None:
@@ -89,6 +94,7 @@ def _show_trace(turn: dict, index: int, latest: bool) -> None:
 prompt = st.chat_input("ご質問を入力してください（例: オイル交換の目安は？）", key="faq_input")
 if prompt and prompt.strip():
     _run_turn(prompt.strip())
+outage.held_input("faq", _ask)
 
 if not state.faq_chat:
     with st.chat_message("assistant"):

@@ -5,7 +5,7 @@ import streamlit as st
 
 from core.documents import MAX_UPLOAD_BYTES, upload_limit_text
 from core.knowledge.conversation import KnowledgeConversations
-from ui import knowledge_chat
+from ui import knowledge_chat, outage
 from ui.conversations import bind_conversation, recent_conversations
 from ui.display_name import recorded_as
 from ui.knowledge_base import similar_panel
@@ -16,6 +16,7 @@ leave_pages_directory_mode()  # first: a fresh server's deep link must run app.p
 state = st.session_state
 state.setdefault("pending_submission", None)  # {"text", "files": [(name, bytes)], "passwords", "refused"}
 
+outage.keep_on_failure("knowledge_input", knowledge_chat.keep_submission)  # typed text survives an outage
 st.title("📝 契約ナレッジ作成")
 provider_caption()
 
@@ -34,6 +35,7 @@ def _new_conversation() -> str:
     return _conversations().new()
 
 
+@outage.protect
 def _confirm_entry(entry_id: int) -> None:
     try:
         state.knowledge_outputs = _conversations().confirm(state.session_id, entry_id, identity())
@@ -43,10 +45,12 @@ def _confirm_entry(entry_id: int) -> None:
 
 
 def _resend(retry_of: str) -> None:
-    _conversations().resend(state.session_id, state.chat, state.knowledge_outputs, retry_of, state.llm_client,
-                            log=debug_sink())
+    with outage.page_guard():
+        _conversations().resend(state.session_id, state.chat, state.knowledge_outputs, retry_of, state.llm_client,
+                                log=debug_sink())
 
 
+@outage.protect
 def _start_new() -> None:
     state.knowledge_conversation_id = _new_conversation()
     st.query_params["session"] = state.knowledge_conversation_id
@@ -61,20 +65,20 @@ st.caption(upload_limit_text())
 prompt = st.chat_input(f"事例や質問を入力（PDF / DOCX / TXT、1 ファイル {MAX_UPLOAD_BYTES // 2**20} MB まで添付できます）",
                        accept_file="multiple", file_type=["pdf", "docx", "txt"], key="knowledge_input")
 if prompt:
-    files, refused = [], []
-    for upload in prompt.files or []:
-        data = upload.getvalue()
-        if len(data) > MAX_UPLOAD_BYTES:  # named below and held, never dropped silently; its bytes are not kept
-            refused.append({"name": upload.name, "size": len(data)})
-        else:
-            files.append((upload.name, data))
-    state.pending_submission = {"text": prompt.text or "", "files": files, "passwords": {}, "refused": refused}
+    state.pending_submission = knowledge_chat.submission(prompt)
 
+submission = state.pending_submission
 ready = knowledge_chat.resolve_pending(state)
 if ready is not None:
     with st.status("モデルが応答を作成しています…", expanded=False) as status:
-        outcome = _conversations().submit(state.session_id, state.chat, state.knowledge_outputs, *ready,
-                                          state.llm_client, log=debug_sink())
+        try:
+            outcome = _conversations().submit(state.session_id, state.chat, state.knowledge_outputs, *ready,
+                                              state.llm_client, log=debug_sink())
+        except outage.HOLD_ERRORS as exc:  # not stored: the text and files stay, to send again
+            outage.note(exc, "knowledge")
+            state.pending_submission = knowledge_chat.held(submission, exc)
+            status.update(label="送信できませんでした（入力内容は保持しています）", state="error")
+            st.rerun()
         status.update(label=outcome.result.status_label, state="complete" if outcome.result.ok else "error")
 
 chat_col, side_col = st.columns([3, 2], gap="large")

@@ -8,7 +8,7 @@ import streamlit as st
 from core.knowledge.export import STATUS_LABELS, entries_csv, entries_json, turns_jsonl
 from core.text.jst import jst
 from core.validation import ENTRY_FIELDS
-from ui import safe
+from ui import outage, safe
 from ui.display_name import recorded_as
 from ui.knowledge_base import linked_entry
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
@@ -67,6 +67,7 @@ entry = entries[rows[0]] if rows else linked
 eid = entry["id"]
 
 
+@outage.protect
 def _status(action: str) -> None:
     try:
         store().set_entry_status(eid, action, identity())
@@ -104,18 +105,24 @@ if entry["status"] == "archived":
         st.markdown(f"**{LABELS[field]}**")
         st.text(entry[field] or "—")
 else:
+    kept = (outage.held(f"library_{eid}") or {}).get("payload") or entry  # edits a database outage kept
     with st.form(f"lib_edit_{eid}"):
         values = {f: (st.text_area if f in ("review_points", "action_plan", "clause_sample") else st.text_input)(
-            LABELS[f], value=entry[f], key=f"lib_field_{eid}_{f}") for f in ENTRY_FIELDS}
+            LABELS[f], value=kept[f], key=f"lib_field_{eid}_{f}") for f in ENTRY_FIELDS}
         keep_edit = st.checkbox("個人情報をマスクしない", key=f"lib_keep_edit_{eid}")
         saved = st.form_submit_button("変更を保存", disabled=not who.can("entry.edit"))
     if saved:
         try:
             store().edit_entry(eid, values, identity(), keep_contract_text=keep_edit)
+            outage.release(f"library_{eid}")
             st.toast("保存しました（履歴に記録されました）。", icon="💾")
             st.rerun()
         except (PermissionError, ValueError) as exc:
             st.error(str(exc))
+        except outage.OUTAGE_ERRORS as exc:  # the edits stay in the form until they can be saved
+            outage.note(exc, "library")
+            outage.hold(f"library_{eid}", values, values["knowledge_title"])
+            st.warning("データベースに保存できませんでした。入力した内容は保持しています。復旧後にもう一度「変更を保存」を押してください。")
 
 with st.expander("🕘 変更履歴"):
     for h in reversed(store().entry_history(eid)):

@@ -4,29 +4,43 @@ The identity is resolved
 by :func:`core.identity.resolve_identity` from ``st.user`` (only when ``[auth]`` is configured and
 the user logged in), the trusted proxy headers in ``st.context.headers`` (only when
 ``KAIWA_TRUST_PROXY_HEADERS=1``), the display name typed once into the sidebar
-(``st.session_state["local_user_name"]``, remembered for the browser by :mod:`ui.display_name`) and
-the admin unlock of this session (``st.session_state["admin_unlocked"]``, set by the manual-admin page's
-password form).
+(``st.session_state["local_user_name"]``, remembered for the browser by :mod:`ui.display_name`) and the
+admin unlock of this session (``st.session_state["admin_unlocked"]``, set by the admin password form of
+:func:`admin_gate`).
+
+The password form slows down and then locks repeated failures (:func:`core.identity.unlock_wait`) per
+browser session, per client address (the socket's, or with ``KAIWA_TRUST_PROXY_HEADERS=1`` the address the
+proxy appended to ``X-Forwarded-For``) and per verified user, counted in the store so a new tab or another
+replica does not reset them; every attempt is in the audit log with who, when and from where.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
+import math
+import time
 from typing import Any, Mapping
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.identity import (
+    WINDOW_SECONDS,
     AuthSettings,
     Identity,
+    UnlockWait,
     check_admin_password,
     clean_value,
     load_auth_settings,
     resolve_identity,
+    unlock_wait,
 )
+from core.store import get_store
 from ui import display_name
 from ui.safe import plain
 
 logger = logging.getLogger(__name__)
+clock = time.time  # the wall clock of the attempt counting (a test moves it)
 
 LOCAL_NAME_KEY = "local_user_name"
 ADMIN_UNLOCKED_KEY = "admin_unlocked"
@@ -38,7 +52,7 @@ NO_ADMIN_HELP = """\
 
 1. **認証済みの利用者を管理者にする**: `.streamlit/secrets.toml` に `[auth]`（OIDC ログイン）を設定するか、\
 認証プロキシ（oauth2-proxy など）の後ろで環境変数 `KAIWA_TRUST_PROXY_HEADERS=1` を設定します。\
-そのうえで `KAIWA_ADMINS` に管理者の名前またはメールアドレスをカンマ区切りで指定します。
+そのうえで `KAIWA_ADMINS` に管理者の **確認済みメールアドレス** をカンマ区切りで指定します（名前は使えません）。
 2. **管理者パスワードを使う**: `.streamlit/secrets.toml` に `admin_password = "…"` を書きます\
 （環境変数 `KAIWA_ADMIN_PASSWORD` でも可）。この画面でパスワードを入力すると、そのセッションだけ管理者になります。
 """
@@ -135,14 +149,76 @@ def render_identity_sidebar() -> Identity:
     return who
 
 
+def _client_address(settings: AuthSettings) -> str | None:
+    """Where the attempt comes from: behind a trusted proxy, the address it appended to ``X-Forwarded-For``
+    (the last one; earlier ones are whatever the client sent); else the socket's (None on localhost)."""
+    if settings.trust_proxy:
+        forwarded = ""
+        for key, value in (_headers(settings) or {}).items():
+            if str(key).strip().lower() == "x-forwarded-for":
+                forwarded = str(value)[:1000]
+        last = clean_value(forwarded.split(",")[-1]) if forwarded else ""
+        if last:
+            return last[:100]
+    try:
+        return clean_value(st.context.ip_address)[:100] or None
+    except Exception:  # noqa: BLE001 - no request context (tests, bare mode)
+        return None
+
+
+def _session_key() -> str:
+    ctx = get_script_run_ctx()
+    session = getattr(ctx, "session_id", "") or "none"
+    return "session:" + hashlib.sha256(session.encode()).hexdigest()[:24]
+
+
+def _attempt_keys(who: Identity, settings: AuthSettings) -> tuple[list[str], dict[str, Any]]:
+    """The keys the attempts are counted under, and where they come from (for the audit log)."""
+    address = _client_address(settings)
+    session = _session_key()
+    keys = [session, f"ip:{address or 'localhost'}"]
+    if who.verified:  # a typed name is anybody's: counting it would let anyone lock the real person out
+        keys.append(f"user:{who.user_id}")
+    return keys, {"ip": address or "localhost", "session": session.split(":", 1)[1]}
+
+
+def _unlock_wait(keys: list[str], now: float) -> UnlockWait:
+    failures = get_store().admin_failures(keys, now=now, window=WINDOW_SECONDS)
+    waits = [unlock_wait(times, now) for times in failures.values()] or [UnlockWait(0.0, False, 0)]
+    return max(waits, key=lambda w: (w.locked, w.seconds))
+
+
+def _wait_text(wait: UnlockWait) -> str:
+    if wait.locked:
+        return (f"管理者パスワードの誤りが続いたため、パスワードでの切り替えをロックしています。"
+                f"約 {math.ceil(wait.seconds / 60)} 分後にもう一度お試しください（この試行は記録されています）。")
+    return f"管理者パスワードの誤りが続いています。{math.ceil(wait.seconds)} 秒待ってからもう一度入力してください。"
+
+
 def _unlock() -> None:
     state = st.session_state
-    if check_admin_password(auth_settings(), state.get("admin_password_input")):
+    password = state.get("admin_password_input")
+    state.admin_password_input = ""
+    settings = auth_settings()
+    who = current_identity(settings)
+    keys, where = _attempt_keys(who, settings)
+    now = clock()
+    store = get_store()
+    wait = _unlock_wait(keys, now)
+    if wait.seconds > 0:  # not even checked: slowing down is the point
+        store.record_admin_refused(who, where=where, wait_seconds=wait.seconds, locked=wait.locked)
+        state.admin_unlock_notice = ("error", _wait_text(wait))
+        return
+    ok = check_admin_password(settings, password)
+    store.record_admin_attempt(keys, ok, who, now=now, where=where)
+    if ok:
         state[ADMIN_UNLOCKED_KEY] = True
         state.admin_unlock_notice = ("success", "管理者モードに切り替えました（このセッションのみ）。")
-    else:
-        state.admin_unlock_notice = ("error", "管理者パスワードが違います。")
-    state.admin_password_input = ""
+        return
+    logger.warning("admin password: failed attempt from %s", where["ip"])
+    after = _unlock_wait(keys, now)
+    state.admin_unlock_notice = ("error", "管理者パスワードが違います。" + (
+        _wait_text(after) if after.seconds > 0 else ""))
 
 
 def admin_gate(who: Identity, settings: AuthSettings, what: str) -> None:
@@ -156,6 +232,10 @@ def admin_gate(who: Identity, settings: AuthSettings, what: str) -> None:
     else:
         st.warning(f"{what}は管理者だけが行えます（現在の利用者: {plain(who.label)}）。一覧は閲覧できます。", icon="🔒")
     if settings.admin_password:
+        keys, _ = _attempt_keys(who, settings)
+        wait = _unlock_wait(keys, clock())
+        if wait.locked and notice is None:
+            st.error(_wait_text(wait))
         with st.form("admin_unlock_form", clear_on_submit=False):
             st.text_input("管理者パスワード", type="password", key="admin_password_input")
-            st.form_submit_button("管理者モードにする", on_click=_unlock)
+            st.form_submit_button("管理者モードにする", on_click=_unlock, disabled=wait.locked)

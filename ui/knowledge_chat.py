@@ -7,10 +7,11 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from core.documents import content_sha256, extract_cached, too_large_message
+from core.documents import MAX_UPLOAD_BYTES, content_sha256, extract_cached, too_large_message
 from core.knowledge.export import clean_entry, entries_csv, entries_json
 from core.knowledge.session import current_state, turns_jsonl
 from core.schema_versions import describe as schema_caption
+from core.store.conversations import TurnBusy
 from ui.safe import plain, safe_markdown
 
 PHASES = {"collect_case": "① 事例ヒアリング", "organize_risks": "② リスク整理",
@@ -35,12 +36,56 @@ def _password_key(index: int, doc, docs: list) -> str:
     return f"pw_{doc.name}_{index}_{doc.sha256[:12]}"
 
 
+def submission(prompt: Any) -> dict[str, Any]:
+    """The chat input's value (text and files) as a pending submission; a file over the limit is named and
+    held back, never dropped silently (its bytes are not kept)."""
+    files, refused = [], []
+    for upload in getattr(prompt, "files", None) or []:
+        data = upload.getvalue()
+        if len(data) > MAX_UPLOAD_BYTES:
+            refused.append({"name": upload.name, "size": len(data)})
+        else:
+            files.append((upload.name, data))
+    return {"text": getattr(prompt, "text", None) or "", "files": files, "passwords": {}, "refused": refused}
+
+
+def keep_submission(prompt: Any) -> None:
+    """What was just typed, kept when the page failed on the store before it could take it."""
+    st.session_state.pending_submission = {**submission(prompt), "held": "outage"}
+
+
+def held(pending: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    """``pending`` kept after sending it failed (the database was down, or the conversation busy): shown
+    by :func:`resolve_pending` with 「再送信」 until the user sends or drops it."""
+    return {**pending, "held": "busy" if isinstance(exc, TurnBusy) else "outage"}
+
+
+def _held_box(state: Any, pending: dict[str, Any]) -> None:
+    if pending["held"] == "busy":
+        st.warning("前のメッセージの処理が終わっていなかったため、次の内容は送信していません。", icon="⏳")
+    else:
+        st.warning("データベースに接続できなかったため、次の内容は送信していません（保持しています）。", icon="💾")
+    names = "、".join(name for name, _ in pending["files"])
+    st.text((pending["text"] or "（本文なし）") + (f"\n添付: {names}" if names else ""))
+    col1, col2 = st.columns(2)
+    if col1.button("再送信", key="pending_resend", type="primary"):
+        pending.pop("held", None)
+        st.rerun()
+    if col2.button("破棄", key="pending_drop"):
+        state.pending_submission = None
+        st.rerun()
+
+
 def resolve_pending(state: Any) -> tuple[str, list] | None:
     """The held submission (``state.pending_submission``: text, files, passwords, refused files), asked
     about until every file is readable or left out: (text, readable documents) once it can be sent, else
-    None. Nothing the user typed or uploaded is dropped silently."""
+    None. Nothing the user typed or uploaded is dropped silently: a submission that could not be stored
+    (``held``) waits for 「再送信」."""
     pending = state.pending_submission
     if not pending:
+        return None
+    if pending.get("held"):
+        _held_box(state, pending)
         return None
     docs = _extract_all(pending["files"], pending["passwords"])
     locked = [(i, d) for i, d in enumerate(docs) if d.needs_password]

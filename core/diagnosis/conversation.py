@@ -4,6 +4,12 @@
 runs the request through ``view.send`` on the transcript, then writes the transcript and the last
 response through to the store, so a reload, another browser, another replica or an operator watching
 an API customer sees exactly the same conversation.
+
+A turn runs under the conversation's turn lease (``Store.turn``): a second turn of the same conversation
+(a double-click, a retry, the console and the API at once) waits for the first, then runs on the stored
+state, with the transcript reloaded from the store first (``refresh_chat``); after ``wait`` seconds it
+raises ``TurnBusy`` (the API's 409). The session's writes are fenced by the lease, so a turn is either
+stored whole or answered with ``TurnBusy``; nothing is returned as done that the store does not hold.
 """
 from __future__ import annotations
 
@@ -14,8 +20,11 @@ from core.diagnosis import view
 from core.diagnosis.models import ChatRequest, ChatResponse
 from core.diagnosis.service import ChatService
 from core.diagnosis.stored_sessions import StoredSessionStore
-from core.store.chat_sync import sync_chat
+from core.engine import client_deadline
+from core.store.chat_sync import refresh_chat, sync_chat
 from core.store.store import Store
+
+LEASE_MARGIN_SECONDS = 60.0  # the lease outlives the turn's own deadline by this much
 
 
 @dataclass
@@ -26,23 +35,27 @@ class Resumed:
 
 class DiagnosisConversations:
     def __init__(self, store: Store, *, client: Any = None, owner: Any = None, ttl_seconds: float | None = None,
-                 **service_options: Any):
+                 wait: float | None = None, **service_options: Any):
         options = {"ttl_seconds": ttl_seconds} if ttl_seconds is not None else {}
         self.store = store
         self.owner = owner
+        self.wait = wait
         self.sessions = StoredSessionStore(store, owner=owner, **options)
         self.service = ChatService(client, store=self.sessions, **service_options)
 
-    def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any) -> None:
+    def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any,
+              lease: str | None = None) -> None:
         """The transcript and the last response, written through. The newest assistant entry carries the
-        whole response (the turn JSON the store keeps); the client names the provider and model."""
+        whole response (the turn JSON the store keeps); the client names the provider and model. The last
+        write checks and gives up the turn lease ``lease`` (if any)."""
         if transcript and transcript[-1].get("role") == "assistant" and "response" not in transcript[-1]:
             transcript[-1]["response"] = response.model_dump(mode="json")
         client = client or self.service.ctx.client
         sync_chat(self.store, response.session_id, transcript, flow="diagnosis", author=self.owner,
                   provider=getattr(client, "name", None), model=getattr(client, "model", None))
         self.store.update_conversation(response.session_id,
-                                       merge_state={"last_response": response.model_dump(mode="json")})
+                                       merge_state={"last_response": response.model_dump(mode="json")},
+                                       fence=lease, release=lease is not None)
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:
@@ -52,26 +65,46 @@ class DiagnosisConversations:
 
     def send(self, transcript: MutableSequence[dict[str, Any]], request: ChatRequest, *, prompt: Any = None,
              client: Any = None, log: Any = None) -> ChatResponse:
-        """One request; an unknown or expired ``session_id`` starts a new stored session with the notice."""
-        response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
-        self._save(transcript, response, client)
+        """One request, under the conversation's turn lease (see the module docstring); an unknown or expired
+        ``session_id`` starts a new stored session with the notice. Raises ``TurnBusy`` when another turn of
+        the conversation runs for longer than ``wait`` or took the lease over."""
+        sid = request.session_id or ""
+        hold = client_deadline(client or self.service.ctx.client) + LEASE_MARGIN_SECONDS
+        with self.store.turn(sid, hold=hold, wait=self.wait) as token:
+            if token is not None:
+                current = self._current(sid, expiry=False)  # the service applies the expiry once, below
+                if current is not None:  # the stored conversation, whatever this caller's copy still shows
+                    refresh_chat(self.store, sid, transcript)
+                    prompt = current.prompt
+                self.sessions.fences[sid] = (token, hold)
+            try:  # the session's own write is fenced (and extends the lease); the transcript follows it at once
+                response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
+                self._save(transcript, response, client, token if response.session_id == sid else None)
+            finally:
+                self.sessions.fences.pop(sid, None)
         return response
+
+    def _current(self, session_id: str, *, expiry: bool = True) -> ChatResponse | None:
+        """The last stored response of a live session (None when unknown or expired; ``expiry=False``
+        leaves the time-to-live to the service's own load)."""
+        if expiry and self.sessions.get(session_id) is None:
+            return None
+        conversation = self.store.get_conversation(session_id) or {}
+        if conversation.get("flow") != "diagnosis" or conversation.get("status") == "expired":
+            return None
+        last = (conversation.get("state") or {}).get("last_response")
+        return ChatResponse.model_validate(last) if last else None
 
     def resume(self, session_id: str | None) -> Resumed | None:
         """The stored transcript and last response of a live session (None when unknown or expired)."""
-        if self.sessions.get(session_id) is None:
+        last = self._current(session_id or "")
+        if last is None:
             return None
-        conversation = self.store.get_conversation(session_id) or {}
-        last = (conversation.get("state") or {}).get("last_response")
-        if not last:
-            return None
-        return Resumed(self.store.chat_entries(session_id or ""), ChatResponse.model_validate(last))
+        return Resumed(self.store.chat_entries(session_id or ""), last)
 
     def handle(self, request: ChatRequest, *, client: Any = None, log: Any = None) -> ChatResponse:
-        """The HTTP API's call: the transcript and the prompt on screen come from the store."""
-        resumed = self.resume(request.session_id) if request.session_id else None
-        transcript = resumed.transcript if resumed else []
-        if resumed is None and not request.session_id and not (request.message or request.action):
-            return self.start(transcript, client=client, log=log)
-        prompt = resumed.response.prompt if resumed else None
-        return self.send(transcript, request, prompt=prompt, client=client, log=log)
+        """The HTTP API's call: the transcript and the prompt on screen come from the store (read under the
+        turn lease by :meth:`send`)."""
+        if not request.session_id and not (request.message or request.action):
+            return self.start([], client=client, log=log)
+        return self.send([], request, client=client, log=log)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 
 class ChatStep(str, Enum):
@@ -133,6 +133,8 @@ class SessionState(BaseModel):
     last_rag_sources: list[RagSource] = Field(default_factory=list)
     created_at: float = 0.0
     updated_at: float = 0.0
+    # set by ``steps.done.restart`` (never stored): the service moves the fresh state to a new session id
+    _restarted: bool = PrivateAttr(default=False)
 
     def snapshot_state(self) -> dict[str, Any]:
         """The dump stored in a rewind snapshot (everything except the snapshots themselves)."""

@@ -3,7 +3,8 @@
 Typed text first passes ``core.text.input_gate`` (too long anywhere, no Japanese in the symptom):
 a stopped input gets the prompt on screen again with the reason as ``notice``, and nothing else runs.
 A handler that raises (a bug, not a model failure: those are handled in the steps) leaves the
-stored session unchanged and returns the last prompt with the safe fallback message.
+stored session unchanged and returns the last prompt with the safe fallback message. A restart (the
+button or typed at DONE) is a new session with a new id; the old one is left exactly as it was.
 
 One service may be shared by threads (the HTTP API): each request runs on its own copy of the
 context (``DiagnosisContext.for_request``), so one session's client, debug log and RAG cache are
@@ -105,5 +106,14 @@ class ChatService:
                                     prompt=prompt, urgency=urgency_info(session), rag_sources=session.last_rag_sources,
                                     manual_coverage=session.manual_coverage, diagnostic_turn=session.diagnostic_turn,
                                     fallback=True)
+        if session._restarted:
+            return self._as_new_session(session, response)
         self.store.update(session)
         return response
+
+    def _as_new_session(self, session: SessionState, response: ChatResponse) -> ChatResponse:
+        """The fresh state of a restart under a new session id; the finished session is not written."""
+        fresh = self.store.create()
+        moved = session.model_copy(update={"session_id": fresh.session_id, "created_at": fresh.created_at})
+        self.store.update(moved)
+        return response.model_copy(update={"session_id": fresh.session_id})

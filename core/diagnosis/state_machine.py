@@ -1,6 +1,6 @@
 """The state machine (seed 000 §1–2): ``ChatStep`` → handler, and ``process_step`` to dispatch.
 
-Before dispatching: ``restart`` resets the session to VEHICLE_ID (same id), and a request with
+Before dispatching: ``restart`` resets the session to VEHICLE_ID (the service moves it to a new id), and a request with
 ``rewind_to_turn`` is handled by the DIAGNOSING rewind from whatever step the session is in
 (e.g. back from RESERVATION to an earlier answer).
 """

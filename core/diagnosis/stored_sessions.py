@@ -3,7 +3,10 @@
 A diagnosis session is a conversation of flow ``diagnosis``: its id is the session id and its
 ``state["session"]`` the pydantic dump. The TTL of the in-memory store becomes an expiry rule: a
 session not updated for ``ttl_seconds`` is marked ``expired`` and reads as unknown. When a session
-reaches DONE with a confirmed booking, the booking is written to the bookings table (once).
+reaches DONE with a confirmed booking, the booking is written to the bookings table (once: the table
+allows one live booking per conversation and form) before the session is, so a session stored as done
+always has its booking. While a turn holds the conversation's lease, ``fences[session_id]`` is
+``(token, hold)`` and every write checks it (``TurnBusy`` when the lease was lost).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ class StoredSessionStore:
         self.ttl_seconds = ttl_seconds
         self.clock = clock
         self.max_diagnostic_turns = max_diagnostic_turns
+        self.fences: dict[str, tuple[str, float]] = {}
 
     def create(self) -> SessionState:
         now = self.clock()
@@ -55,15 +59,19 @@ class StoredSessionStore:
         if session.symptom_text:
             title = f"{session.make or ''} {session.model or ''}: {session.symptom_text}".strip()[:80]
         status = "done" if session.current_step == ChatStep.DONE else "active"
-        self.store.update_conversation(session.session_id, merge_state={"session": session.model_dump(mode="json")},
-                                       title=title, status=status)
-        if session.current_step == ChatStep.DONE and session.booking_type and session.booking_data:
+        token, hold = self.fences.get(session.session_id, (None, None))
+        booking = session.current_step == ChatStep.DONE and session.booking_type and session.booking_data
+        if booking:
+            if token is not None:  # a turn that lost its lease books nothing
+                self.store.renew_turn(session.session_id, token, hold=hold)
             self.store.create_booking(
                 session.session_id, booking_type=session.booking_type, contact=session.booking_data,
                 vehicle_id=session.vehicle_id, vehicle_label=" ".join(str(p) for p in (session.make, session.model,
                                                                                         session.year) if p),
                 urgency=session.urgency_level, can_drive=session.can_drive, symptom=session.symptom_text,
                 actor=self.owner)
+        self.store.update_conversation(session.session_id, merge_state={"session": session.model_dump(mode="json")},
+                                       title=title, status=status, fence=token, hold=hold)
 
     def delete(self, session_id: str) -> None:
         self.store.update_conversation(session_id, status="expired")

@@ -7,12 +7,17 @@ entry is never reopened: a later draft is a new entry), and keeps the conversati
 A confirmation typed into the chat confirms the drafts through the button's path (:meth:`confirm`), and
 the reply says what really happened (:mod:`core.knowledge.confirmation`).
 Attachment text goes to the model but is never stored (only name, size, pages and SHA-256).
+
+A turn runs under the conversation's turn lease (``Store.turn``) on the stored chat (``refresh_chat``: a
+second tab on the same conversation appends after the first instead of superseding its turns); after
+``wait`` seconds of another turn running it raises ``TurnBusy`` and changes nothing.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, MutableSequence, Sequence
 
+from core.engine import client_deadline
 from core.knowledge.confirmation import (
     CONFIRMED_NOTE,
     NOT_CONFIRMED_NOTE,
@@ -24,17 +29,20 @@ from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex, knowledge_ind
 from core.knowledge.session import TurnOutcome, resend, submit_turn
 from core.knowledge.similar import EXAMPLES_SENT, SIMILAR_SHOWN, case_key, similar_entries
 from core.schema_versions import upgrade_chat
-from core.store.chat_sync import sync_chat
+from core.store.chat_sync import refresh_chat, sync_chat
 from core.store.store import Store
 
 logger = logging.getLogger(__name__)
+LEASE_MARGIN_SECONDS = 60.0  # the lease outlives the turn's own deadline by this much
 
 
 class KnowledgeConversations:
-    def __init__(self, store: Store, owner: Any = None, *, index: KnowledgeIndex | None = None):
+    def __init__(self, store: Store, owner: Any = None, *, index: KnowledgeIndex | None = None,
+                 wait: float | None = None):
         self.store = store
         self.owner = owner
         self._index = index
+        self.wait = wait
 
     @property
     def index(self) -> KnowledgeIndex:
@@ -65,26 +73,46 @@ class KnowledgeConversations:
 
     def submit(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
                text: str, documents: Sequence[Any], client: Any, *, log: Any = None, **kwargs: Any) -> TurnOutcome:
-        examples = [h.entry for h in self.similar(conversation_id, chat, outputs, pending_text=text, n=EXAMPLES_SENT)]
-        outcome = submit_turn(chat, outputs, text, documents, client, log=log, session_id=conversation_id,
-                              examples=examples, **kwargs)
-        self.save(conversation_id, chat, outputs, outcome, client)
-        self._typed_confirmation(conversation_id, chat, outputs, outcome, client)
+        hold = client_deadline(client) + LEASE_MARGIN_SECONDS
+        with self.store.turn(conversation_id, hold=hold, wait=self.wait) as token:
+            self._refresh(conversation_id, chat, outputs, token)
+            examples = [h.entry for h in self.similar(conversation_id, chat, outputs, pending_text=text,
+                                                      n=EXAMPLES_SENT)]
+            outcome = submit_turn(chat, outputs, text, documents, client, log=log, session_id=conversation_id,
+                                  examples=examples, **kwargs)
+            self._renew(conversation_id, token, hold)
+            self.save(conversation_id, chat, outputs, outcome, client, lease=token, release=False)
+            self._typed_confirmation(conversation_id, chat, outputs, outcome, client)  # lease released on exit
         return outcome
+
+    def _refresh(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
+                 token: str | None) -> None:
+        """The stored chat and drafts, whatever this tab's copy still shows (under the lease)."""
+        if token is not None and refresh_chat(self.store, conversation_id, chat):
+            chat[:] = upgrade_chat(list(chat))
+            outputs[:] = self.store.conversation_outputs(conversation_id)
+
+    def _renew(self, conversation_id: str, token: str | None, hold: float) -> None:
+        if token is not None:
+            self.store.renew_turn(conversation_id, token, hold=hold)
 
     def resend(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
                user_id: str, client: Any, *, log: Any = None) -> TurnOutcome | None:
-        failed = next((e for e in chat if e.get("id") == user_id), {})
-        before = chat[:chat.index(failed)] if failed else chat
-        examples = [h.entry for h in self.similar(conversation_id, before, outputs, pending_text=failed.get("user_text") or "",
-                                                  n=EXAMPLES_SENT)]
-        outcome = resend(chat, outputs, user_id, client, log=log, session_id=conversation_id, examples=examples)
-        self.save(conversation_id, chat, outputs, outcome, client)
-        self._typed_confirmation(conversation_id, chat, outputs, outcome, client)
+        hold = client_deadline(client) + LEASE_MARGIN_SECONDS
+        with self.store.turn(conversation_id, hold=hold, wait=self.wait) as token:
+            self._refresh(conversation_id, chat, outputs, token)
+            failed = next((e for e in chat if e.get("id") == user_id), {})
+            before = chat[:chat.index(failed)] if failed else chat
+            examples = [h.entry for h in self.similar(conversation_id, before, outputs,
+                                                      pending_text=failed.get("user_text") or "", n=EXAMPLES_SENT)]
+            outcome = resend(chat, outputs, user_id, client, log=log, session_id=conversation_id, examples=examples)
+            self._renew(conversation_id, token, hold)
+            self.save(conversation_id, chat, outputs, outcome, client, lease=token, release=False)
+            self._typed_confirmation(conversation_id, chat, outputs, outcome, client)  # lease released on exit
         return outcome
 
     def save(self, conversation_id: str, chat: MutableSequence[dict[str, Any]], outputs: list[dict[str, Any]],
-             outcome: TurnOutcome | None, client: Any) -> None:
+             outcome: TurnOutcome | None, client: Any, *, lease: str | None = None, release: bool = True) -> None:
         sync_chat(self.store, conversation_id, chat, flow="knowledge", author=self.owner,
                   provider=getattr(client, "name", None), model=getattr(client, "model", None))
         if outcome is not None and outcome.result.ok and outcome.result.knowledge:
@@ -92,7 +120,8 @@ class KnowledgeConversations:
             outputs[:] = self.store.conversation_outputs(conversation_id)
         first = next((e.get("user_text") or e.get("content") for e in chat if e.get("role") == "user"), "")
         title = next((e.get("knowledge_title") for e in outputs if e.get("knowledge_title")), "") or first
-        self.store.update_conversation(conversation_id, title=(title or "（添付のみ）").replace("\n", " ")[:60])
+        self.store.update_conversation(conversation_id, title=(title or "（添付のみ）").replace("\n", " ")[:60],
+                                       fence=lease, release=release and lease is not None)
 
     def _typed_confirmation(self, conversation_id: str, chat: MutableSequence[dict[str, Any]],
                             outputs: list[dict[str, Any]], outcome: TurnOutcome | None, client: Any) -> None:

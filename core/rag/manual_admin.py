@@ -52,7 +52,8 @@ class ManualInfo:
 
 
 def require(identity: Identity, permission: str = PERMISSION) -> None:
-    if identity is None or not identity.can(permission):
+    can = None if identity is None or isinstance(identity, str) else getattr(identity, "can", None)
+    if not callable(can) or can(permission) is not True:  # fail closed: None, a string, no role
         raise PermissionError(NOT_ALLOWED)
 
 

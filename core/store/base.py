@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping, Protocol
+from typing import Any, Iterator, Mapping, Protocol
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, insert, select, text, update
 
 from core.store import tables as t
 from core.store.db import create_store_engine, default_url, migrate
@@ -67,10 +69,32 @@ def turn_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+class SystemActor:
+    """The console itself, for writes no person causes (maintenance commands, migrations of data, the
+    scenario runner's own store). It must be passed explicitly: ``None`` is nobody, not the system."""
+
+    user_id = "system"
+    label = "システム"
+    roles = frozenset({"system"})
+    verified = True
+
+    def can(self, permission: str) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "SYSTEM"
+
+
+SYSTEM = SystemActor()
+UNKNOWN = ("unknown", "不明", "", False)
+
+
 def who(actor: Any) -> tuple[str, str, str, bool]:
-    """(user_id, label, roles, verified) of an actor; ``None`` is the system itself."""
+    """(user_id, label, roles, verified) of an actor, for the ``*_by`` columns and the audit log. ``None``
+    is recorded as 「不明」 (never as the system: that is :data:`SYSTEM`, said explicitly); a plain string
+    (an API or bench owner such as ``"api"``) as itself, unverified and without roles."""
     if actor is None:
-        return "system", "システム", "system", True
+        return UNKNOWN
     if isinstance(actor, str):
         return actor, actor, "", False
     roles = ",".join(sorted(getattr(actor, "roles", ()) or ()))
@@ -84,14 +108,24 @@ PERMISSION_JA = {"manual.write": "マニュアルの変更", "prompt.write": "�
 
 
 def require(actor: Any, permission: str) -> None:
-    can = getattr(actor, "can", None)
-    if callable(can) and not can(permission):
+    """Fail closed: only an actor that says it may (``actor.can(permission)``) passes. ``None``, a plain
+    string or anything without ``can`` is refused, as is :class:`~core.identity.Identity` without the
+    role; system-internal writes pass :data:`SYSTEM`."""
+    can = None if actor is None or isinstance(actor, str) else getattr(actor, "can", None)
+    if not callable(can) or can(permission) is not True:
         raise PermissionError(f"この操作（{PERMISSION_JA.get(permission, '変更')}）を行う権限がありません。")
 
 
 def clean_fields(entry: Mapping[str, Any], keep_contract_text: bool, *, only_given: bool = False) -> dict[str, str]:
     fields = [f for f in ENTRY_FIELDS if f in entry] if only_given else list(ENTRY_FIELDS)
     return {f: clean_text(entry.get(f), keep_personal_data=keep_contract_text) for f in fields}
+
+
+@dataclass(frozen=True)
+class Health:
+    readable: bool
+    writable: bool
+    error: BaseException | None = None  # for the server log only
 
 
 class StoreBase:
@@ -119,12 +153,39 @@ class StoreBase:
     def _read(self):
         return self.engine.connect()
 
+    def check_health(self) -> Health:
+        """Whether the database answers a read and commits a write (the one ``heartbeat`` row is
+        rewritten): a full disk, a read-only file or a read-only replica fails the second. Never raises."""
+        try:
+            with self._read() as conn:
+                conn.execute(text("SELECT 1")).scalar()
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            return Health(False, False, exc)
+        try:
+            with self._write() as conn:
+                if not conn.execute(update(t.heartbeat).where(t.heartbeat.c.id == 1).values(at=now_iso())).rowcount:
+                    conn.execute(insert(t.heartbeat).values(id=1, at=now_iso()))
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            return Health(True, False, exc)
+        return Health(True, True)
+
     # ---- audit -----------------------------------------------------------------------------------
     def _audit(self, conn, actor: Any, action: str, target_type: str, target_id: Any, detail: Any = None) -> None:
         user_id, label, roles, verified = who(actor)
         conn.execute(insert(t.audit_log).values(
             at=self.now(), actor=user_id, actor_label=label, actor_roles=roles, verified=verified, action=action,
             target_type=target_type, target_id=str(target_id), detail=None if detail is None else dumps(detail)))
+
+    @contextmanager
+    def audited(self, actor: Any, permission: str, action: str, target_type: str, target_id: Any,
+                detail: Any = None) -> Iterator[Any]:
+        """For a change outside the database (a file) that only some roles may make: ``require`` first, then
+        the body runs inside the transaction that writes its audit row, so a failing body leaves no row and
+        a change always has one."""
+        require(actor, permission)
+        with self._write() as conn:
+            self._audit(conn, actor, action, target_type, target_id, detail)
+            yield conn
 
     def list_audit(self, target_type: str | None = None, target_id: Any = None, limit: int = 200) -> list[dict]:
         query = select(t.audit_log).order_by(t.audit_log.c.id.desc()).limit(limit)

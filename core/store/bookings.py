@@ -1,14 +1,35 @@
-"""Bookings made from the diagnosis chat, and their status changes."""
+"""Bookings made from the diagnosis chat, and their status changes.
+
+The database keeps one live booking per conversation and form: ``form_key`` (a hash of the conversation,
+the booking type and the form) is unique among bookings that are not cancelled, so two confirmations of
+one form at the same moment, from any number of processes, give one booking and the same number.
+Booking numbers are ``KW-<yymmdd>-<6 hex>``: random, so they say nothing about how many bookings there
+are, and unique by the column's constraint; a number that is already taken is drawn again.
+"""
 from __future__ import annotations
 
+import hashlib
 import secrets
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Sequence
 
 from sqlalchemy import and_, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from core.store import tables as t
 from core.store.base import BOOKING_STATUSES, dumps, loads, require, who
+
+NUMBER_ATTEMPTS = 8  # draws of a booking number before giving up (2^-24 a clash each, within one day)
+
+
+def new_booking_number() -> str:
+    return f"KW-{datetime.now(timezone.utc):%y%m%d}-{secrets.token_hex(3).upper()}"
+
+
+def form_key(conversation_id: str | None, booking_type: str, contact_json: str) -> str | None:
+    if not conversation_id:
+        return None
+    return hashlib.sha256(f"{conversation_id}\x00{booking_type}\x00{contact_json}".encode()).hexdigest()
 
 
 class BookingsStore:
@@ -17,26 +38,38 @@ class BookingsStore:
     def create_booking(self, conversation_id: str | None, *, booking_type: str, contact: Mapping[str, Any],
                        vehicle_id: str | None = None, vehicle_label: str = "", urgency: str | None = None,
                        can_drive: bool | None = None, symptom: str = "", actor: Any = None) -> str:
-        """A new booking (status ``requested``); the same conversation submitting the same form twice
-        gets the first booking's number back."""
+        """A new booking (status ``requested``); the same conversation submitting the same form again, or
+        at the same moment from another process, gets the first booking's number back (see the module
+        docstring)."""
         user_id, label, _, _ = who(actor)
         contact_json = dumps(dict(contact))
-        with self._write() as conn:
-            if conversation_id:
-                existing = conn.execute(select(t.bookings.c.number).where(and_(
-                    t.bookings.c.conversation_id == conversation_id, t.bookings.c.booking_type == booking_type,
-                    t.bookings.c.contact == contact_json, t.bookings.c.status != "cancelled"))).scalar()
-                if existing:
-                    return existing
-            stamp = self.now()
-            number = f"KW-{datetime.now(timezone.utc):%y%m%d}-{secrets.token_hex(3).upper()}"
-            conn.execute(insert(t.bookings).values(
-                number=number, conversation_id=conversation_id, vehicle_id=vehicle_id, vehicle_label=vehicle_label,
-                urgency=urgency, can_drive=can_drive, booking_type=booking_type, contact=contact_json,
-                symptom=symptom[:2000], status="requested", created_by=user_id, created_by_label=label,
-                created_at=stamp, updated_by=user_id, updated_by_label=label, updated_at=stamp))
-            self._audit(conn, actor, "booking.create", "booking", number, {"type": booking_type, "urgency": urgency})
-        return number
+        key = form_key(conversation_id, booking_type, contact_json)
+        live = and_(t.bookings.c.form_key == key, t.bookings.c.status != "cancelled")
+        for _ in range(NUMBER_ATTEMPTS):
+            number = new_booking_number()
+            try:
+                with self._write() as conn:
+                    if key is not None:
+                        existing = conn.execute(select(t.bookings.c.number).where(live)).scalar()
+                        if existing:
+                            return existing
+                    stamp = self.now()
+                    conn.execute(insert(t.bookings).values(
+                        number=number, conversation_id=conversation_id, vehicle_id=vehicle_id,
+                        vehicle_label=vehicle_label, urgency=urgency, can_drive=can_drive, booking_type=booking_type,
+                        contact=contact_json, symptom=symptom[:2000], status="requested", created_by=user_id,
+                        created_by_label=label, created_at=stamp, updated_by=user_id, updated_by_label=label, updated_at=stamp,
+                        form_key=key))
+                    self._audit(conn, actor, "booking.create", "booking", number,
+                                {"type": booking_type, "urgency": urgency})
+                return number
+            except IntegrityError:  # the same form booked by another process just now, or the number is taken
+                if key is not None:
+                    with self._read() as conn:
+                        existing = conn.execute(select(t.bookings.c.number).where(live)).scalar()
+                    if existing:
+                        return existing
+        raise RuntimeError("booking number space exhausted")  # 8 clashes in a row: not a state to hide
 
     def get_booking(self, number: str) -> dict[str, Any] | None:
         with self._read() as conn:

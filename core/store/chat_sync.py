@@ -5,6 +5,10 @@ it: new entries are appended in order (before the page shows them), entries chan
 user turn marked failed) are updated, entries the list no longer holds (cut by a rewind, replaced by
 a resend) are marked superseded, so analytics still see them while a resume shows the chat as it
 was. ``columns`` maps one entry to the analytic columns of its flow.
+
+:func:`refresh_chat` brings a working copy up to date with the store first (under the conversation's turn
+lease, before a turn runs), so a turn sent from a stale copy (the same conversation open in two tabs, or
+in the console and through the HTTP API) is appended after the other's turns instead of superseding them.
 """
 from __future__ import annotations
 
@@ -45,6 +49,18 @@ def faq_columns(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 COLUMNS: dict[str, Columns] = {"knowledge": knowledge_columns, "diagnosis": diagnosis_columns, "faq": faq_columns}
+
+
+def refresh_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]]) -> bool:
+    """Make ``chat`` the stored live turns of ``conversation_id``, in their stored order; an entry this copy
+    also holds (same id) is kept as this copy has it (it may carry what is never stored, such as attachment
+    text for a resend). Returns whether anything changed."""
+    local = {str(e["id"]): e for e in chat if e.get("id")}
+    merged = [local.get(str(e.get("id")), e) for e in store.chat_entries(conversation_id)]
+    if [id(e) for e in merged] == [id(e) for e in chat]:
+        return False
+    chat[:] = merged
+    return True
 
 
 def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *, flow: str,

@@ -1,19 +1,72 @@
-"""Conversations and their turns: one row per chat entry, superseded rather than deleted."""
+"""Conversations and their turns: one row per chat entry, superseded rather than deleted; one turn of a
+conversation at a time, across processes (the turn lease).
+
+**The turn lease.** Every flow reads a conversation, runs a turn (model calls: seconds), then writes it
+back. Two turns of one conversation at once (a double-click, a client retrying after a timeout, the same
+conversation in the console and through the HTTP API) would both read the same state and the later write
+would silently drop the earlier turn. :meth:`ConversationsStore.turn` serialises them on both engines with
+one conditional ``UPDATE`` of the conversation's row (``turn_token`` / ``turn_until``), which SQLite runs
+under ``BEGIN IMMEDIATE`` and PostgreSQL under its row lock: a second turn waits (polling) until the first
+releases it, and gives up after ``wait`` seconds with :class:`TurnBusy` (the API's 409). The lease lapses
+after ``hold`` seconds, so a crashed process never blocks a conversation for good, and writes made under
+it are fenced (:meth:`ConversationsStore.renew_turn`, ``update_conversation(fence=…)``): a turn whose lease
+was taken over meanwhile raises :class:`TurnBusy` instead of overwriting the newer turn.
+"""
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, Mapping
+import os
+import secrets
+import time
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Iterator, Mapping
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from core.ids import new_id
 from core.store import tables as t
 from core.store.base import FLOWS, dumps, loads, storable_entry, turn_columns, who
 
+TURN_WAIT_SECONDS = 30.0  # how long a turn waits for the one before it (then TurnBusy / 409); KAIWA_TURN_WAIT
+TURN_BUSY_MESSAGE = ("この会話では前のメッセージをまだ処理しています。入力した内容はそのままです。"
+                     "少し待ってからもう一度送信してください。")
+
+
+class TurnBusy(RuntimeError):
+    """Another turn of this conversation holds the lease (still running, or it took the lease over)."""
+
+    def __init__(self, conversation_id: str, message: str = TURN_BUSY_MESSAGE):
+        super().__init__(message)
+        self.conversation_id = conversation_id
+        self.message = message
+
+
+def turn_wait(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds a turn waits for a running turn of the same conversation: ``KAIWA_TURN_WAIT``, else
+    :data:`TURN_WAIT_SECONDS` (an unusable value falls back to the default)."""
+    raw = ((os.environ if environ is None else environ).get("KAIWA_TURN_WAIT") or "").strip()
+    try:
+        value = float(raw) if raw else TURN_WAIT_SECONDS
+    except ValueError:
+        return TURN_WAIT_SECONDS
+    return value if 0 <= value <= 3600 else TURN_WAIT_SECONDS
+
+
+def _lease_time(offset: float = 0.0) -> str:
+    """The wall clock the lease is judged by (never ``Store.now``, which tests may freeze)."""
+    return (datetime.now(timezone.utc) + timedelta(seconds=offset)).isoformat(timespec="milliseconds")
+
 
 class ConversationsStore:
     """The conversations-and-turns part of :class:`~core.store.store.Store`."""
+
+    _released_leases: set[str]  # lease tokens given up by a turn's last write (``update_conversation``)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self._released_leases = set()
+        super().__init__(*args, **kwargs)
 
     def create_conversation(self, flow: str, owner: Any = None, *, conversation_id: str | None = None,
                             title: str = "", state: Mapping[str, Any] | None = None) -> str:
@@ -67,9 +120,14 @@ class ConversationsStore:
 
     def update_conversation(self, conversation_id: str, *, state: Mapping[str, Any] | None = None,
                             merge_state: Mapping[str, Any] | None = None, title: str | None = None,
-                            status: str | None = None) -> None:
-        """Replace or merge (top-level keys) the resumable state; set the title / status."""
+                            status: str | None = None, fence: str | None = None, hold: float | None = None,
+                            release: bool = False) -> None:
+        """Replace or merge (top-level keys) the resumable state; set the title / status. With ``fence`` (a
+        turn lease token) nothing is written unless that lease is still held (:class:`TurnBusy` instead);
+        ``hold`` extends it, ``release`` gives it up in the same transaction (the turn's last write)."""
         with self._write() as conn:
+            if fence is not None:
+                self._check_lease(conn, conversation_id, fence, hold)
             values: dict[str, Any] = {"updated_at": self.now(), "state_version": t.conversations.c.state_version + 1}
             if merge_state is not None:
                 current = conn.execute(select(t.conversations.c.state)
@@ -82,7 +140,75 @@ class ConversationsStore:
                 values["title"] = title[:200]
             if status is not None:
                 values["status"] = status
+            if fence is not None and release:
+                values.update(turn_token=None, turn_until=None)
             conn.execute(update(t.conversations).where(t.conversations.c.id == conversation_id).values(**values))
+        if fence is not None and release:
+            self._released_leases.add(fence)
+
+    # ---- the turn lease ---------------------------------------------------------------------------
+    def acquire_turn(self, conversation_id: str, *, hold: float, wait: float | None = None) -> str | None:
+        """Take the conversation's turn lease for ``hold`` seconds; returns its token, or None when there is
+        no such conversation (the flow starts a new one, which nobody else can know yet). Waits up to
+        ``wait`` seconds (default :func:`turn_wait`) for a running turn, then raises :class:`TurnBusy`."""
+        if not conversation_id or len(conversation_id) > 80:
+            return None
+        token = secrets.token_hex(16)
+        c = t.conversations.c
+        deadline = time.monotonic() + max(0.0, turn_wait() if wait is None else wait)
+        pause = 0.02
+        while True:
+            with self._write() as conn:
+                taken = conn.execute(update(t.conversations).where(
+                    c.id == conversation_id, or_(c.turn_token.is_(None), c.turn_until < _lease_time()))
+                    .values(turn_token=token, turn_until=_lease_time(hold))).rowcount
+                if not taken and conn.execute(select(c.id).where(c.id == conversation_id)).first() is None:
+                    return None
+            if taken:
+                return token
+            if time.monotonic() >= deadline:
+                raise TurnBusy(conversation_id)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.5)
+
+    def _check_lease(self, conn: Any, conversation_id: str, token: str, hold: float | None = None) -> None:
+        c = t.conversations.c
+        values: dict[str, Any] = {"turn_token": token}
+        if hold is not None:
+            values["turn_until"] = _lease_time(hold)
+        held = conn.execute(update(t.conversations).where(c.id == conversation_id, c.turn_token == token)
+                            .values(**values)).rowcount
+        if not held:
+            raise TurnBusy(conversation_id)
+
+    def renew_turn(self, conversation_id: str, token: str, *, hold: float) -> None:
+        """Check that ``token`` still holds the lease and extend it by ``hold`` seconds (before a turn's
+        writes); :class:`TurnBusy` when another turn took it over after it lapsed."""
+        with self._write() as conn:
+            self._check_lease(conn, conversation_id, token, hold)
+
+    def release_turn(self, conversation_id: str, token: str) -> None:
+        with self._write() as conn:
+            conn.execute(update(t.conversations).where(t.conversations.c.id == conversation_id,
+                                                       t.conversations.c.turn_token == token)
+                         .values(turn_token=None, turn_until=None))
+
+    @contextmanager
+    def turn(self, conversation_id: str | None, *, hold: float, wait: float | None = None
+             ) -> Iterator[str | None]:
+        """``with store.turn(cid, hold=…) as token:`` one turn of ``cid`` at a time (see the module
+        docstring); ``token`` is None for an unknown conversation. Released however the turn ends."""
+        token = self.acquire_turn(conversation_id or "", hold=hold, wait=wait)
+        try:
+            yield token
+        finally:
+            if token is not None and token in self._released_leases:  # released by the turn's last write
+                self._released_leases.discard(token)
+            elif token is not None:
+                try:
+                    self.release_turn(conversation_id or "", token)
+                except Exception:  # noqa: BLE001 - the database went away: the lease lapses after ``hold``
+                    pass
 
     # ---- turns -----------------------------------------------------------------------------------
     def append_turn(self, conversation_id: str, entry: Mapping[str, Any], *, role: str, author: Any = None,

@@ -5,6 +5,10 @@ unset, it is an SQLite file ``var/kaiwa.db`` created on first use. SQLite is ope
 busy timeout, and write transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue on
 the lock instead of failing with "database is locked" half way. Migrations (Alembic, ``migrations/``)
 are applied on open, under an advisory lock on PostgreSQL so replicas starting together do not race.
+
+PostgreSQL text cannot hold the NUL character (U+0000), and one in a message, a title or an id made the
+whole write fail. Every string parameter the store sends is scrubbed of NUL on both engines (so they
+store the same text): the HTTP API refuses NUL outright (422), this keeps any other path from failing.
 """
 from __future__ import annotations
 
@@ -51,6 +55,23 @@ def _sqlite_setup(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("kaiwa_write") else "BEGIN")
 
 
+def _scrub(value: object) -> object:
+    return value.replace("\x00", "") if isinstance(value, str) and "\x00" in value else value
+
+
+def _no_nul_parameters(engine: Engine) -> None:
+    @event.listens_for(engine, "before_cursor_execute", retval=True)
+    def _before(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        if isinstance(parameters, dict):
+            parameters = {k: _scrub(v) for k, v in parameters.items()}
+        elif isinstance(parameters, (list, tuple)):
+            parameters = type(parameters)(
+                {k: _scrub(v) for k, v in p.items()} if isinstance(p, dict)
+                else type(p)(_scrub(v) for v in p) if isinstance(p, (list, tuple)) else _scrub(p)
+                for p in parameters)
+        return statement, parameters
+
+
 def create_store_engine(url: str) -> Engine:
     """An engine for ``url`` with the SQLite pragmas set; the SQLite file's folder is created."""
     parsed = make_url(url)
@@ -60,8 +81,10 @@ def create_store_engine(url: str) -> Engine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         _sqlite_setup(engine)
-        return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    _no_nul_parameters(engine)
+    return engine
 
 
 def migrate(engine: Engine) -> None:

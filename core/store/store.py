@@ -6,13 +6,14 @@ record who (``Identity.user_id`` / label / roles) and when; changes to shared da
 bookings, debug records) check the actor's permission and leave an audit row.
 
 ``Store`` is assembled from one part per kind of data (``conversations``, ``library``, ``bookings``,
-``debug_records``) over ``base`` (engine, transactions, actors, audit log).
+``debug_records``, ``admin_attempts``) over ``base`` (engine, transactions, actors, audit log).
 Nothing here imports Streamlit: pages, the HTTP API and tests use the same methods.
 """
 from __future__ import annotations
 
 import threading
 
+from core.store.admin_attempts import AdminAttemptsStore
 from core.store.base import (
     BOOKING_STATUSES,
     ENTRY_STATUSES,
@@ -34,7 +35,7 @@ __all__ = ["BOOKING_STATUSES", "ENTRY_STATUSES", "FLOWS", "UNSTORED_ENTRY_KEYS",
            "get_store", "now_iso", "storable_entry"]
 
 
-class Store(ConversationsStore, LibraryStore, BookingsStore, DebugRecordsStore, StoreBase):
+class Store(ConversationsStore, LibraryStore, BookingsStore, DebugRecordsStore, AdminAttemptsStore, StoreBase):
     """All reads and writes of the console's shared data."""
 
 

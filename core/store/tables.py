@@ -6,7 +6,7 @@ PostgreSQL). JSON payloads are stored as text (``JSONText``) so both engines hol
 """
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text, text
 
 metadata = MetaData()
 
@@ -22,6 +22,9 @@ conversations = Table(
     Column("updated_at", String(32), nullable=False),
     Column("state", Text, nullable=True),                  # the flow's resumable state (JSON)
     Column("state_version", Integer, nullable=False, default=0),  # bumped on every state write
+    # the turn lease: one turn of a conversation runs at a time, across processes (Store.turn)
+    Column("turn_token", String(40), nullable=True),       # who holds it (a random token), NULL when free
+    Column("turn_until", String(32), nullable=True),       # when it lapses if never released (a crashed process)
 )
 Index("ix_conversations_flow_updated", conversations.c.flow, conversations.c.updated_at)
 
@@ -109,8 +112,12 @@ bookings = Table(
     Column("updated_by", String(200), nullable=False, default=""),
     Column("updated_at", String(32), nullable=False),
     Column("updated_by_label", String(200), nullable=False, default="", server_default=""),
+    Column("form_key", String(64), nullable=True),         # sha256 of (conversation, type, form); NULL without a conversation
 )
 Index("ix_bookings_status", bookings.c.status, bookings.c.created_at)
+# one live (not cancelled) booking per conversation and form, however many confirmations arrive at once
+LIVE_FORM = text("status <> 'cancelled'")
+Index("ux_bookings_live_form", bookings.c.form_key, unique=True, sqlite_where=LIVE_FORM, postgresql_where=LIVE_FORM)
 
 debug_records = Table(
     "debug_records", metadata,
@@ -157,3 +164,18 @@ prompt_versions = Table(
     Column("created_at", String(32), nullable=False),
 )
 Index("ix_prompt_versions_name", prompt_versions.c.name, prompt_versions.c.id)
+
+admin_attempts = Table(
+    "admin_attempts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", String(32), nullable=False),
+    Column("key", String(200), nullable=False),            # session:… / ip:… / user:… (one row per key per attempt)
+    Column("ok", Boolean, nullable=False),
+)
+Index("ix_admin_attempts_key", admin_attempts.c.key, admin_attempts.c.at)
+
+heartbeat = Table(
+    "heartbeat", metadata,
+    Column("id", Integer, primary_key=True),               # one row (id 1), rewritten by every health check
+    Column("at", String(32), nullable=False),
+)

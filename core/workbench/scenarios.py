@@ -1,5 +1,6 @@
 """Turn a stored conversation into a ``core.eval`` scenario: its turns (user text PII-masked), the
-expectations its end state satisfies, the YAML, and saving it to the scenario directory."""
+expectations its end state satisfies, the YAML, and saving it to the scenario directory (admins only,
+audited: the saved files are the regression suite)."""
 from __future__ import annotations
 
 import os
@@ -142,10 +143,18 @@ def scenario_yaml(scenario: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, 
     return head + yaml.safe_dump(scenarios, allow_unicode=True, sort_keys=False, width=1000)
 
 
-def save_scenario(scenario: Mapping[str, Any], path: str | Path, *, comment: str = "") -> Path:
+def save_scenario(scenario: Mapping[str, Any], path: str | Path, *, actor: Any, store: Any, comment: str = "") -> Path:
     """Write ``scenario`` to ``path``; an existing scenario file gets it appended (a scenario of the
-    same name is replaced). The file is replaced atomically."""
+    same name is replaced). The file is replaced atomically. Only an actor with ``scenario.write``
+    (admins) may (PermissionError otherwise, nothing written); each save is in the audit log
+    (``scenario.save``: who, when, file, scenario name)."""
     path = Path(path)
+    detail = {"file": path.name, "name": str(scenario.get("name") or ""), "flow": scenario.get("flow")}
+    with store.audited(actor, "scenario.write", "scenario.save", "scenario", path.name[:80], detail):
+        return _write_scenario(scenario, path, comment)
+
+
+def _write_scenario(scenario: Mapping[str, Any], path: Path, comment: str) -> Path:
     scenarios: list[dict[str, Any]] = []
     if path.exists():
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))

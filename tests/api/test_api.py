@@ -197,7 +197,8 @@ def test_an_unexpected_error_is_a_503_with_the_fallback_message(api, db_url, mon
 def test_healthz_checks_the_database(api, db_url, monkeypatch):
     r = api.get("/healthz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok", "db": "sqlite", "provider": "offline", "model": OfflineClient().model}
+    assert r.json() == {"status": "ok", "db": "sqlite", "provider": "offline", "model": OfflineClient().model,
+                        "db_readable": True, "db_writable": True}
 
     store = Store(db_url)
     monkeypatch.setattr(store.engine, "connect", lambda: (_ for _ in ()).throw(OSError("disk gone")))
@@ -214,7 +215,7 @@ def test_the_owner_is_the_trusted_proxy_identity_only_when_trusted(api, db_url, 
     store = Store(db_url)
     assert store.get_conversation(untrusted)["owner"] == "anonymous:api"
     assert store.get_conversation(trusted)["owner"] == "sato@example.jp"
-    assert api.get(f"/api/sessions/{trusted}").json()["owner"] == "sato"
+    assert api.get(f"/api/sessions/{trusted}", headers=headers).json()["owner"] == "sato"
 
 
 def test_model_calls_go_to_the_shared_debug_log_when_debug_is_on(api, db_url):

@@ -10,6 +10,7 @@ import pytest
 import core.store.base as store_base
 from core import analytics as a
 from core.identity import OPERATOR, Identity
+from core.store.base import SYSTEM
 from core.store.chat_sync import sync_chat
 from core.store.store import Store
 from tests.core.store.conftest import _pg_database_url
@@ -103,7 +104,7 @@ def seeded(store, clock):
     e1, e2 = store.record_knowledge(ids["K1"], [{"knowledge_title": "上限"}, {"knowledge_title": "期間"}], OPERATOR_ID)
     store.set_entry_status(e1, "confirm", OPERATOR_ID)
     store.set_entry_status(e2, "confirm", OPERATOR_ID)
-    store.set_entry_status(e2, "archive", None)
+    store.set_entry_status(e2, "archive", SYSTEM)  # system-internal: said explicitly
     # K2: stops at organize_risks after a failed turn (offline provider).
     ids["K2"] = conversation(store, "knowledge", knowledge_chat(("collect_case",), ("organize_risks",), "fail"),
                              provider="offline")

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from core.identity import (ANONYMOUS, PERMISSIONS, AuthSettings, Identity, check_admin_password,
-                           load_auth_settings, resolve_identity)
+from core.identity import (
+    ANONYMOUS,
+    FREE_FAILURES,
+    LOCK_FAILURES,
+    PERMISSIONS,
+    WINDOW_SECONDS,
+    AuthSettings,
+    Identity,
+    check_admin_password,
+    load_auth_settings,
+    resolve_identity,
+    unlock_wait,
+)
 
 
 def test_identity_properties():
@@ -20,7 +31,7 @@ def test_identity_properties():
 def test_permissions_by_role():
     operator = Identity(name="a", source="oidc")
     admin = Identity(name="b", source="oidc", roles=frozenset({"operator", "admin"}))
-    for permission in ("manual.write", "prompt.write", "entry.archive", "debug.clear"):
+    for permission in ("manual.write", "prompt.write", "entry.archive", "debug.clear", "scenario.write"):
         assert PERMISSIONS[permission] == {"admin"}
         assert admin.can(permission) and not operator.can(permission)
     for permission in ("entry.edit", "entry.confirm", "booking.update"):
@@ -32,7 +43,7 @@ def test_load_settings_from_env_and_secrets():
     s = load_auth_settings({"KAIWA_TRUST_PROXY_HEADERS": "1", "KAIWA_USER_HEADER": "X-Auth-User",
                             "KAIWA_ADMINS": " Boss@Example.com , 管理者 ,", "KAIWA_ADMIN_PASSWORD": "envpw"}, {})
     assert s.trust_proxy and s.user_header == "X-Auth-User" and s.email_header == "X-Forwarded-Email"
-    assert s.admins == {"boss@example.com", "管理者"} and s.admin_password == "envpw" and not s.oidc_configured
+    assert s.admins == {"boss@example.com"} and s.admin_password == "envpw" and not s.oidc_configured  # e-mails only
     s = load_auth_settings({}, {"admin_password": "secret", "auth": {"redirect_uri": "http://x/oauth2callback"},
                                 "KAIWA_TRUST_PROXY_HEADERS": "0"})
     assert s.admin_password == "secret" and s.oidc_configured and not s.trust_proxy
@@ -91,11 +102,42 @@ def test_admin_unlocked_session_is_admin(local_name):
     assert who.roles == {"operator", "admin"} and who.can("manual.write")
 
 
-def test_proxy_admin_by_name_or_user_id():
-    s = AuthSettings(trust_proxy=True, admins=frozenset({"yamada", "proxy:suzuki"}))
-    assert resolve_identity(s, headers={"X-Forwarded-User": "Yamada"}).can("manual.write")
-    assert resolve_identity(s, headers={"X-Forwarded-User": "suzuki"}).can("manual.write")
-    assert not resolve_identity(s, headers={"X-Forwarded-User": "tanaka"}).can("manual.write")
+def test_proxy_admin_only_by_the_verified_email_header_never_by_the_user_name():
+    s = load_auth_settings({"KAIWA_TRUST_PROXY_HEADERS": "1", "KAIWA_ADMINS": "boss@example.com, yamada, proxy:suzuki"})
+    assert resolve_identity(s, headers={"X-Forwarded-Email": "Boss@Example.com"}).can("manual.write")
+    assert resolve_identity(s, headers={"X-Forwarded-User": "x", "X-Forwarded-Email": "boss@example.com"}).is_admin
+    for user in ("yamada", "Yamada", "suzuki", "boss@example.com"):  # a user name is not an e-mail
+        assert not resolve_identity(s, headers={"X-Forwarded-User": user}).is_admin
+    assert not resolve_identity(s, headers={"X-Forwarded-User": "boss@example.com",
+                                            "X-Forwarded-Email": "mallory@example.com"}).is_admin
+
+
+def test_oidc_admin_only_by_a_verified_email_never_by_the_name_claim():
+    s = AuthSettings(oidc_configured=True, admins=frozenset({"boss@example.com"}))
+    renamed = resolve_identity(s, oidc_user={"name": "boss@example.com", "email": "mallory@example.com",
+                                             "email_verified": True, "sub": "m-1"})
+    assert not renamed.is_admin and renamed.user_id == "mallory@example.com"
+    unverified = resolve_identity(s, oidc_user={"name": "Mallory", "email": "boss@example.com",
+                                                "email_verified": False, "sub": "m-1"})
+    assert not unverified.is_admin and unverified.email is None and unverified.user_id == "oidc:sub:m-1"
+    assert not resolve_identity(s, oidc_user={"email": "boss@example.com", "email_verified": "false"}).is_admin
+    verified = resolve_identity(s, oidc_user={"name": "Boss", "email": "boss@example.com", "email_verified": True})
+    assert verified.is_admin
+    assert resolve_identity(s, oidc_user={"name": "Boss", "email": "boss@example.com"}).is_admin  # not sent: trusted
+
+
+def test_admin_password_attempts_slow_down_then_lock():
+    now = 1_000_000.0
+    assert unlock_wait([], now).seconds == 0
+    free = [now - 1] * (FREE_FAILURES - 1)
+    assert unlock_wait(free, now).seconds == 0
+    slowed = unlock_wait([now - 1] * FREE_FAILURES, now)
+    assert 0 < slowed.seconds <= 2 and not slowed.locked
+    waits = [unlock_wait([now] * n, now).seconds for n in range(FREE_FAILURES, LOCK_FAILURES)]
+    assert waits == sorted(waits) and waits[-1] <= 60  # growing, capped
+    locked = unlock_wait([now - 5] * LOCK_FAILURES, now)
+    assert locked.locked and WINDOW_SECONDS - 10 < locked.seconds <= WINDOW_SECONDS
+    assert unlock_wait([now - WINDOW_SECONDS - 1] * 30, now).seconds == 0  # old failures are forgotten
 
 
 def test_check_admin_password():

@@ -195,14 +195,27 @@ def test_promote_writes_a_scenario_that_core_eval_passes(tmp_path):
     assert scenario["flow"] == "faq" and scenario["name"] == "昇格テスト"
     [turn] = scenario["turns"]
     assert "090-1234-5678" not in turn["message"] and turn["message"].startswith("オイル交換の目安")
-    path = wb.save_scenario(scenario, tmp_path / "promoted.yaml", comment="会話から作成")
+    path = wb.save_scenario(scenario, tmp_path / "promoted.yaml", actor=ADMIN_ID, store=store, comment="会話から作成")
     assert path.read_text(encoding="utf-8").startswith("# 会話から作成\n")
     [result] = run_files([path])
     assert result.passed, result.failures
     # Saving again with the same name replaces it; another name is appended.
-    wb.save_scenario(scenario, path)
-    wb.save_scenario({**scenario, "name": "別名"}, path)
+    wb.save_scenario(scenario, path, actor=ADMIN_ID, store=store)
+    wb.save_scenario({**scenario, "name": "別名"}, path, actor=ADMIN_ID, store=store)
     assert [r.name for r in run_files([path])] == ["昇格テスト", "別名"]
+
+
+def test_saving_a_scenario_is_admin_only_and_audited(tmp_path):
+    store = get_store()
+    scenario = wb.promote(store, faq_conversation(store), {"outcome": "answered"}, name="監査テスト")
+    for actor in (OPERATOR_ID, None, "admin@example.com", Identity(name="admin@example.com")):
+        with pytest.raises(PermissionError):
+            wb.save_scenario(scenario, tmp_path / "x.yaml", actor=actor, store=store)
+    assert not (tmp_path / "x.yaml").exists() and store.list_audit("scenario") == []
+    wb.save_scenario(scenario, tmp_path / "x.yaml", actor=ADMIN_ID, store=store)
+    [audit] = store.list_audit("scenario")
+    assert audit["action"] == "scenario.save" and audit["actor"] == "admin@example.com" and audit["at"]
+    assert audit["detail"] == {"file": "x.yaml", "name": "監査テスト", "flow": "faq"}
 
 
 def test_promote_refuses_unknown_or_no_expectations():
@@ -292,7 +305,7 @@ def test_promote_a_confirmed_knowledge_interview(tmp_path):
                                  {"message": "おまかせ"}, {"action": "confirm"}, {"message": "ありがとうございました"}]
     _, _, final = wb.conversation_turns(store, cid)
     assert final["schema_version"] == "スキーマ 1.0"
-    [result] = run_files([wb.save_scenario(scenario, tmp_path / "k.yaml")])
+    [result] = run_files([wb.save_scenario(scenario, tmp_path / "k.yaml", actor=ADMIN_ID, store=store)])
     assert result.passed, result.failures
 
 

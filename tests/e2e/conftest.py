@@ -82,10 +82,10 @@ def chromium_path() -> str:
 
 
 @contextlib.contextmanager
-def run_server(work: Path):
-    """``streamlit run app.py`` on a free port with its own store in ``work``; the process group is
-    killed on exit."""
-    db_url = f"sqlite:///{work / 'e2e.db'}"
+def run_server(work: Path, db_url: str | None = None):
+    """``streamlit run app.py`` on a free port with its own store in ``work`` (or ``db_url``); the process
+    group is killed on exit."""
+    db_url = db_url or f"sqlite:///{work / 'e2e.db'}"
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     env["KAIWA_DB_URL"] = db_url
     env["KAIWA_CHROMA_PATH"] = os.environ.get("KAIWA_CHROMA_PATH") or str(work / "chroma")

@@ -123,10 +123,17 @@ def test_promote_writes_a_scenario_that_core_eval_passes(workbench, monkeypatch,
     app.text_input(key="wb_expect_contains").set_value("5,000km").run()
     app.text_input(key="wb_promote_name").set_value("ワークベンチから").run()
     app.text_input(key="wb_promote_file").set_value("from_workbench").run()
+    save = app.button(key="wb_promote_save")
+    assert save.disabled and "管理者のみ" in save.help  # an operator downloads; only admins save
+    assert [b for b in app.get("download_button") if b.proto.label == "⬇️ YAML をダウンロード"]
+    app.session_state["admin_unlocked"] = True
+    app.run()
     app.button(key="wb_promote_save").click().run()
     assert not app.exception
     path = tmp_path / "from_workbench.yaml"
     assert any("from_workbench.yaml に保存しました" in s.value for s in app.success)
+    [audit] = store.list_audit("scenario")
+    assert audit["action"] == "scenario.save" and "admin" in audit["actor_roles"]
     [result] = run_files([path])
     assert result.passed, result.failures
     assert result.name == "ワークベンチから"

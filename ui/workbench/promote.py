@@ -1,5 +1,6 @@
 """シナリオ化: a stored conversation turned into a ``core.eval`` scenario with the expectations its end
-state satisfies: shown as YAML, checked offline, downloaded or saved to the scenario directory."""
+state satisfies: shown as YAML, checked offline, downloaded (anyone) or saved to the scenario directory
+(admins only, audited)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import streamlit as st
 
 from core import workbench as wb
 from ui.safe import lines, plain
-from ui.session import store
+from ui.session import identity, store
 
 
 def _expectations(cid: str, flow: str) -> dict[str, Any]:
@@ -44,9 +45,17 @@ def _scenario_actions(scenario: dict[str, Any], cid: str, file_name: str) -> Non
             st.success("シナリオは合格しました。")
         else:
             st.error("シナリオは不合格です:\n\n" + lines("\n".join(failures)))
-    if c3.button("💾 tests/scenarios に保存", key="wb_promote_save"):
-        path = wb.save_scenario(scenario, wb.scenario_dir() / file_name, comment=f"会話 {cid} から作成")
-        st.success(f"{path.name} に保存しました。`python -m core.eval {path}` で実行できます。")
+    who = identity()
+    allowed = who.can("scenario.write")
+    if c3.button("💾 tests/scenarios に保存", key="wb_promote_save", disabled=not allowed,
+                 help=None if allowed else "シナリオの保存は管理者のみ行えます（ダウンロードはどなたでもできます）。"):
+        try:
+            path = wb.save_scenario(scenario, wb.scenario_dir() / file_name, actor=who, store=store(),
+                                    comment=f"会話 {cid} から作成")
+        except PermissionError as exc:
+            st.error(str(exc))
+        else:
+            st.success(f"{path.name} に保存しました。`python -m core.eval {path}` で実行できます。")
 
 
 def promote_tab(conversation: str, picked: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
-"""DONE: the session is finished; ``restart`` (button or typed text) begins a new diagnosis in the
-same session."""
+"""DONE: the session is finished; ``restart`` (button or typed text) begins a new diagnosis. The handler
+resets the session object and marks it restarted; ``ChatService`` then stores that fresh state under a
+new session id, so the finished conversation (its turns, its booking) stays as it was."""
 from __future__ import annotations
 
 from core.diagnosis.actions import RESTART, RESTART_CHOICES
@@ -19,6 +20,7 @@ def reset_session(session: SessionState) -> None:
 
 def restart(session: SessionState, ctx: DiagnosisContext, **kwargs) -> ChatResponse:
     reset_session(session)
+    session._restarted = True
     return vehicle_prompt(session, ctx, **kwargs)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from diagnosis_fakes import MIRAI, KeywordManualRetriever
 
+from core.analytics import diagnosis_outcomes, load_frames
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest
 from core.llm.offline import OfflineClient
@@ -88,3 +89,35 @@ def test_a_stored_turn_loads_the_session_once(tmp_path):
     r = convs.send(transcript, ChatRequest(session_id=r.session_id, message="エアコンの風が弱い"), prompt=r.prompt)
     assert loads == [r.session_id]  # was three: rewind points before, the turn, rewind points after
     assert transcript[-2]["turn"] == r.snapshot_turn == 1
+
+
+def test_starting_over_is_a_new_conversation_and_the_finished_one_stays(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    convs = _convs(url)
+    transcript, sid = _to_booking(convs)
+    prompt = convs.resume(sid).response.prompt
+    done = convs.send(transcript, ChatRequest(session_id=sid, action="booking", action_value="confirm"), prompt=prompt)
+    finished = Store(url).chat_entries(sid)
+    again = convs.send(transcript, ChatRequest(session_id=sid, action="restart"), prompt=done.prompt)
+    assert again.session_id != sid and again.current_step == "vehicle_id" and len(transcript) == 1
+    store = Store(url)
+    assert store.chat_entries(sid) == finished  # nothing superseded, nothing overwritten
+    assert convs.sessions.get(sid).current_step.value == "done" and store.get_conversation(sid)["status"] == "done"
+    [booking] = store.list_bookings()
+    assert booking["conversation_id"] == sid  # 「問診の会話を開く」 opens the conversation that booked
+    assert any("ブレーキペダルが床まで沈む" == e.get("text") for e in store.chat_entries(booking["conversation_id"]))
+    convs.send(transcript, ChatRequest(session_id=again.session_id, action="select_vehicle", action_value=MIRAI),
+               prompt=again.prompt)
+    frames = load_frames(store)
+    assert int(diagnosis_outcomes(frames)["conversations"].sum()) == 2  # 分析 counts both
+
+
+def test_a_typed_restart_at_done_is_a_new_conversation_too(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    convs = _convs(url)
+    transcript, sid = _to_booking(convs)
+    prompt = convs.resume(sid).response.prompt
+    done = convs.send(transcript, ChatRequest(session_id=sid, action="booking", action_value="confirm"), prompt=prompt)
+    again = convs.send(transcript, ChatRequest(session_id=sid, message="新しい問診を始めたい"), prompt=done.prompt)
+    assert again.session_id != sid and again.current_step == "vehicle_id"
+    assert convs.sessions.get(sid).current_step.value == "done"

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from diagnosis_fakes import MIRAI, FakeRetriever, TaskClient
 
-from core.diagnosis import ChatRequest, ChatService, InMemorySessionStore
-from core.diagnosis import state_machine
+from core.diagnosis import ChatRequest, ChatService, InMemorySessionStore, state_machine
 from core.diagnosis.steps.common import FALLBACK_MESSAGE
 
 
@@ -72,7 +71,10 @@ def test_done_and_restart(driver):
     assert r.current_step == "done" and r.prompt.action == "restart"
     sid = d.sid
     r = d.act("restart")
-    assert r.current_step == "vehicle_id" and r.session_id == sid
+    assert r.current_step == "vehicle_id" and r.session_id != sid  # a new diagnosis is a new session
+    old = d.session
+    assert old.current_step.value == "done" and old.symptom_text == "ブレーキがきかない"  # left as it was
+    d.sid = r.session_id
     s = d.session
     assert s.symptom_text == "" and s.urgency_level is None and s.conversation_history[-1]["role"] == "assistant"
 
@@ -93,6 +95,7 @@ def test_typed_restart_at_done(driver):
     d.act("reserve", "skip")
     r = d.msg("新しい問診を始めたい")
     assert r.current_step == "vehicle_id" and r.judgment.value == "restart"
+    assert r.session_id != d.sid and d.session.current_step.value == "done"
 
 
 def test_rewind_points(driver):

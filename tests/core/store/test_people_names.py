@@ -42,7 +42,7 @@ def test_the_migration_fills_names_for_rows_written_before_it(store_url, operato
     store.set_booking_status(number, "confirmed", operator)
     untouched = store.create_booking(None, booking_type="dispatch", contact={"name": "別の客"}, actor="api")
     store.engine.dispose()
-    _alembic(store_url, "0002", down=True)  # the database as it was before: no name columns
+    _alembic(store_url, "0003", down=True)  # the database as it was before: no name columns
     _alembic(store_url, "head")
     store = Store(store_url)
     assert store.get_entry(entry)["confirmed_by_label"] == "山田"

@@ -3,14 +3,14 @@
 Exports and pages show people by name, not by internal id: ``knowledge_entries.confirmed_by_label``
 and ``bookings.updated_by_label``, filled from the history for rows written before.
 
-Revision ID: 0004_i15b
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0004_i15b'
-down_revision = '0002'
+revision = '0004'
+down_revision = '0003'
 branch_labels = None
 depends_on = None
 

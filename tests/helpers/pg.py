@@ -1,0 +1,62 @@
+"""A throwaway PostgreSQL cluster a test may stop and start (a database outage), never the shared one of
+``KAIWA_TEST_PG_URL``: made with ``.ci/pg-start`` in a temporary folder, removed at the end. Needs the
+Debian ``postgresql`` server binaries, which a configured ``KAIWA_TEST_PG_URL`` implies; without them
+the test is skipped locally and fails under ``CI``."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bindir() -> str | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: [int(x) for x in p.split("/")[4].split(".")
+                                                                          if x.isdigit()])
+    return found[-1] if found and os.path.exists(f"{found[-1]}/pg_ctl") else None
+
+
+def require_postgres() -> str:
+    bindir = _bindir()
+    if bindir is None or not os.environ.get("KAIWA_TEST_PG_URL", "").strip():
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not available: .ci/run must install it and set KAIWA_TEST_PG_URL")
+        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see README, 'PostgreSQL')")
+    return bindir
+
+
+class ThrowawayPostgres:
+    def __init__(self, folder: Path):
+        self.bindir = require_postgres()
+        self.folder = folder
+        self.url = subprocess.run(["bash", str(ROOT / ".ci" / "pg-start"), str(folder)], check=True,
+                                  capture_output=True, text=True, timeout=120).stdout.strip()
+        self.port = make_url(self.url).port
+
+    def _pg_ctl(self, *args: str) -> None:
+        command = [f"{self.bindir}/pg_ctl", "-D", str(self.folder / "data"), *args]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+    def stop(self) -> None:
+        self._pg_ctl("-m", "immediate", "-w", "stop")
+
+    def start(self) -> None:
+        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off "
+                   "-c max_connections=200")
+        self._pg_ctl("-l", str(self.folder / "server.log"), "-w", "-o", options, "start")
+
+    def running(self) -> bool:
+        return (self.folder / "data" / "postmaster.pid").exists()
+
+    def destroy(self) -> None:
+        if self.running():
+            self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
