@@ -6,6 +6,7 @@ import pytest
 import core.engine
 import core.prompts
 from tests.fakes.plugin import fake_openai  # noqa: F401 - fake OpenAI-compatible server fixture
+from tests.helpers.chroma_server import chroma_backend, chroma_server  # noqa: F401 - a real `chroma run`
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +23,8 @@ def _own_store(monkeypatch, tmp_path):
 
 @pytest.fixture(autouse=True)
 def _offline_and_fast(monkeypatch):
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "KAIWA_PROVIDER", "KAIWA_STRATEGIES", "CHROMA_HOST"):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "KAIWA_PROVIDER", "KAIWA_STRATEGIES", "CHROMA_HOST",
+                "CHROMA_DATABASE"):
         monkeypatch.delenv(var, raising=False)
     sleeps: list[float] = []
     monkeypatch.setattr(core.engine.DEFAULT_RETRY, "sleep", sleeps.append)
