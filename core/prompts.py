@@ -34,7 +34,7 @@ _PLACEHOLDER = re.compile(r"\{\{([A-Za-z0-9_]{1,60})\}\}")  # templates are ours
 class SavedPrompts:
     """What a prompt source reports: the newest saved content of each prompt, and every version saved."""
 
-    newest: Mapping[str, str] = field(default_factory=dict)  # name -> content as saved
+    newest: Mapping[str, str] = field(default_factory=dict)  # name -> content as saved, stripped
     known: Mapping[str, frozenset[str]] = field(default_factory=dict)  # name -> every saved version
 
 
@@ -90,7 +90,7 @@ def text_in_use(name: str, file_text: str | None, saved: SavedPrompts | None) ->
     if newest is None:
         return file_text
     if file_text is None or _version_of(file_text) in saved.known.get(name, frozenset()):
-        return newest.strip()
+        return newest
     return file_text
 
 

@@ -80,11 +80,11 @@ def get_prompt_version(store: StoreBase, name: str, version: str) -> dict[str, A
 
 
 def saved_prompts(store: StoreBase) -> SavedPrompts:
-    """The newest saved content of every prompt and every version saved of it (two queries)."""
+    """The newest saved content (stripped) of every prompt and every version saved of it (two queries)."""
     c = t.prompt_versions.c
     newest_ids = select(func.max(c.id)).group_by(c.name).scalar_subquery()
     with store._read() as conn:
-        newest = {row.name: row.content for row in conn.execute(
+        newest = {row.name: row.content.strip() for row in conn.execute(
             select(c.name, c.content).where(c.id.in_(newest_ids)))}
         known: dict[str, set[str]] = {}
         for row in conn.execute(select(c.name, c.version).distinct()):
