@@ -7,7 +7,7 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * extract — :mod:`bench.extract` (``extract_document`` vs plain pypdf);
 * retrieval — :mod:`bench.scale` (10k chunks vs Chroma + bm25s; recall@5 from :mod:`bench.rag_recall`);
 * console — :mod:`bench.rerun` (AppTest rerun of every page with a 20-turn history);
-* mask, store, urgency — :mod:`bench.mask`, :mod:`bench.store`, :mod:`bench.urgency`;
+* mask, store, prompts, urgency — :mod:`bench.mask`, :mod:`bench.store`, :mod:`bench.prompts`, :mod:`bench.urgency`;
 * knowledge — :mod:`bench.knowledge_recall` (recall@3 of the right confirmed entry) and
   :mod:`bench.knowledge_eval` (the eval runner's pass rates for the knowledge flow).
 
@@ -27,7 +27,8 @@ import time
 import warnings
 from typing import Any
 
-SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "urgency", "knowledge_recall", "knowledge_eval")
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "prompts", "urgency", "knowledge_recall",
+            "knowledge_eval")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -42,6 +43,7 @@ FIGURES = (
     ("rerun_growth_20_vs_2", "≈ 1", "rerun p50 at 20 turns / at 2 turns"),
     ("mask_time_ratio_1mb_vs_100kb", "≈ 10", "masking time 1 MB / 100 KB (linear = 10)"),
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
+    ("prompt_render_ratio_store_vs_files_sqlite", "≈ 1", "prompt render with store versions / files only (bench.prompts)"),
     ("urgency_heldout_accuracy", "—", "urgency classifier accuracy on held-out utterances"),
     ("urgency_critical_recall", "—", "recall of the critical class"),
     ("knowledge_recall_at_3", "—", "right confirmed entry in the top 3, paraphrased questions"),

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, MutableSequence
 
 from core.llm.base import LLMRequest
-from core.prompts import prompt_version, prompt_versions
+from core.prompts import prompt_versions, served_version
 from core.text.pii import KNOWN_SECRETS, scrub
 
 MAX_RAW_CHARS = 256 * 1024  # a record keeps at most this much of an output (the engine caps earlier)
@@ -76,7 +76,7 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
     # personal data.
     record = {"time": record.pop("time"), "session_id": tags.session_id, "flow": tags.flow, "step": tags.step,
               "prompt": tags.prompt, **record}
-    record["prompt_version"] = prompt_version(tags.prompt) if tags.prompt else ""
+    record["prompt_version"] = served_version(tags.prompt) if tags.prompt else ""  # the text this call used
     record["prompt_versions"] = prompt_versions()
     return record
 

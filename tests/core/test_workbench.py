@@ -7,6 +7,7 @@ from datetime import date
 
 import pytest
 
+import core.prompts
 from core import workbench as wb
 from core.debuglog import CallTags
 from core.engine import structured_call, text_call
@@ -234,7 +235,8 @@ def test_scenario_filename_is_safe():
     assert wb.scenario_filename("日本語だけ") == "promoted.yaml"
 
 
-def test_saving_a_prompt_version_needs_prompt_write_and_records_who_and_when(tmp_path):
+def test_saving_a_prompt_version_needs_prompt_write_and_records_who_and_when(tmp_path, monkeypatch):
+    monkeypatch.setattr(core.prompts, "PROMPTS_DIR", tmp_path)
     store = get_store()
     (tmp_path / "demo.md").write_text("元の内容\n", encoding="utf-8")
     with pytest.raises(PermissionError):
@@ -244,8 +246,10 @@ def test_saving_a_prompt_version_needs_prompt_write_and_records_who_and_when(tmp
     assert (tmp_path / "demo.md").read_text(encoding="utf-8") == "元の内容\n"
     assert list_prompt_versions(store, "demo") == []
 
+    assert load_prompt("demo") == "元の内容"
     saved = wb.save_prompt_version("demo", "新しい内容", ADMIN_ID, store, note="質問を短く", prompts_dir=tmp_path)
-    assert (tmp_path / "demo.md").read_text(encoding="utf-8") == "新しい内容\n"
+    assert (tmp_path / "demo.md").read_text(encoding="utf-8") == "元の内容\n"  # the store is the truth, not the file
+    assert load_prompt("demo") == "新しい内容" and prompt_version("demo") == saved["version"]
     assert saved["version"] == wb.content_version("新しい内容") == wb.content_version("新しい内容\n")
     assert saved["previous_version"] == wb.content_version("元の内容")
     assert saved["created_by"] == "admin@example.com" and saved["created_at"]

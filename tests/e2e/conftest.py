@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
@@ -24,7 +25,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 # The server never sees a real provider, an admin list or proxy trust from the developer's shell.
 SCRUBBED_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "KAIWA_PROVIDER", "KAIWA_STRATEGIES",
-                "CHROMA_HOST", "KAIWA_ADMINS", "KAIWA_ADMIN_PASSWORD", "KAIWA_TRUST_PROXY_HEADERS", "KAIWA_DB_URL")
+                "CHROMA_HOST", "CHROMA_PORT", "CHROMA_DATABASE", "KAIWA_ADMINS", "KAIWA_ADMIN_PASSWORD",
+                "KAIWA_TRUST_PROXY_HEADERS", "KAIWA_DB_URL", "KAIWA_PROMPT_REFRESH")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Server:
     url: str  # http://127.0.0.1:<port>
     db_url: str  # the store the server writes to (open it with core.store.store.Store(db_url))
     log: Path
+    health: str = "/_stcore/health"  # the path that answers 200 once it is ready
 
 
 def _free_port() -> int:
@@ -40,9 +43,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, path: str = "/_stcore/health") -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+        with urllib.request.urlopen(f"{url}{path}", timeout=2) as response:
             return response.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -81,34 +84,51 @@ def chromium_path() -> str:
     return path
 
 
-@contextlib.contextmanager
-def run_server(work: Path, db_url: str | None = None):
-    """``streamlit run app.py`` on a free port with its own store in ``work`` (or ``db_url``); the process
-    group is killed on exit."""
-    db_url = db_url or f"sqlite:///{work / 'e2e.db'}"
+def spawn(command: list[str], work: Path, name: str, env_overrides: Mapping[str, str] | None = None,
+          health: str = "/_stcore/health") -> tuple[subprocess.Popen, Server]:
+    """Start ``command`` (with ``{port}`` filled in by a free loopback port) in its own process group,
+    with the developer's provider / admin / proxy / store settings scrubbed and ``env_overrides`` set;
+    its own SQLite store and Chroma path in ``work`` unless overridden. Does not wait: see :func:`wait_healthy`."""
+    overrides = dict(env_overrides or {})
+    db_url = overrides.get("KAIWA_DB_URL") or f"sqlite:///{work / 'e2e.db'}"
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     env["KAIWA_DB_URL"] = db_url
     env["KAIWA_CHROMA_PATH"] = os.environ.get("KAIWA_CHROMA_PATH") or str(work / "chroma")
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = work / "streamlit.log"
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]
+    log = work / f"{name}.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen([part.format(port=port) for part in command], cwd=ROOT, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    return process, Server(url=f"http://127.0.0.1:{port}", db_url=db_url, log=log, health=health)
+
+
+def wait_healthy(process: subprocess.Popen, server: Server) -> None:
+    """Wait until ``server`` answers its health URL with 200 (a test failure, with its log, otherwise)."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while not _healthy(server.url, server.health):
+        if process.poll() is not None:
+            pytest.fail(f"{server.log.stem} exited with {process.returncode}:\n{_tail(server.log)}", pytrace=False)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{server.log.stem} did not answer {server.url}{server.health} within {START_TIMEOUT} s:\n"
+                        f"{_tail(server.log)}", pytrace=False)
+        time.sleep(0.25)
+
+
+STREAMLIT = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", "{port}",
+             "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+API = [sys.executable, "-m", "uvicorn", "api.main:app", "--host", "127.0.0.1", "--port", "{port}"]
+
+
+@contextlib.contextmanager
+def run_server(work: Path, env_overrides: Mapping[str, str] | None = None):
+    """``streamlit run app.py`` on a free port with its own store in ``work`` (unless ``env_overrides``
+    says otherwise); the process group is killed on exit."""
+    process, server = spawn(STREAMLIT, work, "streamlit", env_overrides)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _healthy(url):
-            if process.poll() is not None:
-                pytest.fail(f"streamlit exited with {process.returncode}:\n{_tail(log)}", pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not answer {url}/_stcore/health within {START_TIMEOUT} s:\n{_tail(log)}",
-                            pytrace=False)
-            time.sleep(0.25)
-        yield Server(url=url, db_url=db_url, log=log)
+        wait_healthy(process, server)
+        yield server
     finally:
         _stop(process)
 
@@ -151,7 +171,11 @@ def new_browser(chromium, request, tmp_path):
     """``new_browser()`` opens a fresh browser (its own context: cookies, tabs, Streamlit session) on the
     app; on failure every page is screenshotted into the test's tmp dir and the server log is shown."""
     contexts = []
-    servers = [request.getfixturevalue(name) for name in ("server", "fresh_server") if name in request.fixturenames]
+    servers = []
+    for name in ("server", "fresh_server", "replicas"):  # whose logs to show on failure
+        if name in request.fixturenames:
+            value = request.getfixturevalue(name)
+            servers.extend(getattr(value, "servers", None) or [value])
 
     def open_browser():
         context = chromium.new_context(viewport={"width": 1400, "height": 1000}, locale="ja-JP",
@@ -174,7 +198,7 @@ def new_browser(chromium, request, tmp_path):
         context.close()
     if failed:
         for running in servers:
-            print(f"--- streamlit log ({running.log}) ---\n{_tail(running.log)}")
+            print(f"--- {running.log.stem} log ({running.log}) ---\n{_tail(running.log)}")
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,8 @@ def cluster():
 def pg_server(tmp_path_factory, chromium_path, cluster):
     if not cluster.running():
         cluster.start()
-    with run_server(tmp_path_factory.mktemp("e2e-outage"), db_url=create_scratch_database(cluster.url)) as running:
+    with run_server(tmp_path_factory.mktemp("e2e-outage"),
+                    {"KAIWA_DB_URL": create_scratch_database(cluster.url)}) as running:
         yield running
     if not cluster.running():
         cluster.start()

@@ -2,7 +2,8 @@
 admin configured → Japanese explanation, read-only; admin password → session unlock; a non-admin
 never sees or reaches the upload), PDF upload bound to a vehicle and attributed (plain, encrypted,
 image-only), replace, delete and the rebuild buttons — over a throwaway index (temp Chroma, hashing
-embedder), never the app's own var/chroma."""
+embedder), never the app's own var/chroma. Upload, replace/delete and a reset elsewhere also run against
+a real ``chroma run`` server."""
 import hashlib
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from core.paths import DATA_DIR
 from core.rag import manual_retriever as mr
+from tests.helpers.chroma_server import CHROMA_BACKENDS, make_backend
 from tests.helpers.documents import make_pdf
 
 TREK = "kaiwa-trek-4wd-2020"
@@ -39,13 +41,11 @@ class BigramEmbedder:
 
 
 @pytest.fixture
-def index(monkeypatch, tmp_path):
-    import chromadb
-
-    from core.rag.store import chroma_settings
-
-    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"), settings=chroma_settings())
-    retriever = mr.ManualRetriever(store=client, embedder=BigramEmbedder())
+def index(request, monkeypatch, tmp_path):
+    """The page's index: a temp ``PersistentClient``, or (``indirect`` parameter ``server``) a database of
+    the session's ``chroma run``."""
+    backend = make_backend(request, getattr(request, "param", "persistent"), tmp_path / "chroma")
+    retriever = mr.ManualRetriever(store=backend.client(), embedder=BigramEmbedder())
     retriever.sync_manuals(DATA_DIR / "manuals")
     monkeypatch.setattr(mr, "_instance", retriever)  # what get_manual_retriever() hands the page
     return retriever
@@ -163,6 +163,7 @@ def test_upload_needs_a_vehicle(admin, index):
     assert not admin.button(key="manual_index").disabled
 
 
+@pytest.mark.parametrize("index", CHROMA_BACKENDS, indirect=True)
 def test_upload_indexes_the_pdf_for_the_chosen_vehicle(admin, index):
     pdf = make_pdf([["Trailer hitch: maximum towing load 750 kg."], ["Roof rack: maximum load 50 kg."]])
     at = upload(admin, "towing-guide.pdf", pdf)
@@ -227,6 +228,7 @@ def test_upload_by_named_admin_is_attributed_to_them(admin, index):
     assert meta and all(m["uploaded_by"] == "local:山田" for m in meta)
 
 
+@pytest.mark.parametrize("index", CHROMA_BACKENDS, indirect=True)
 def test_replace_and_delete(admin, index):
     at = upload(admin, "old-guide.pdf", make_pdf([["towing 750 kg"]]))
     at.selectbox(key="manual_vehicle").set_value(TREK).run()
@@ -243,6 +245,7 @@ def test_replace_and_delete(admin, index):
         all(h.chapter != "new-guide.pdf" for h in index.search("towing 900 kg", vehicle_id=TREK, mode="bm25"))
 
 
+@pytest.mark.parametrize("index", CHROMA_BACKENDS, indirect=True)
 def test_index_reset_elsewhere_shows_a_notice_then_recovers(admin, index):
     index.store.client.delete_collection(index.store.name)  # another process: ingest --reset
     admin.run()

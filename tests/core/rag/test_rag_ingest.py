@@ -1,12 +1,13 @@
-"""The ingestion command line over a temporary store."""
+"""The ingestion command line over a temporary index, on both Chroma backends (a path, a `chroma run` server)."""
 from __future__ import annotations
 
-from core.rag import ingest
 from rag_helpers import ingest_setup, make_pdf
 
+from core.rag import ingest
 
-def test_ingest_cli_builds_updates_and_adds_a_pdf(tmp_path, monkeypatch, capsys):
-    ingest_setup(tmp_path, monkeypatch)
+
+def test_ingest_cli_builds_updates_and_adds_a_pdf(tmp_path, monkeypatch, capsys, chroma_backend):
+    ingest_setup(tmp_path, monkeypatch, chroma_backend)
 
     assert ingest.main([]) == 0
     out = capsys.readouterr().out

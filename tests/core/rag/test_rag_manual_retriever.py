@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from rag_helpers import HashEmbedder, make_pdf, tiny_manual
 
 from core.rag import RetrievedChunk, TextRetriever
 from core.rag import manual_retriever as mr
 from core.rag.manual_retriever import ManualRetriever
-from rag_helpers import HashEmbedder, make_pdf, tiny_manual
 
 TREK = "kaiwa-trek-4wd-2020"
 MIRAI = "kaiwa-mirai-hv-2022"
@@ -139,12 +139,12 @@ def test_sync_manuals_uses_content_hashes(tmp_path, ephemeral_client):
     assert again.vehicles() == ["car-b"]
 
 
-def test_get_manual_retriever_builds_once_then_reuses_the_persistent_index(tmp_path, monkeypatch):
+def test_get_manual_retriever_builds_once_then_reuses_the_persistent_index(tmp_path, monkeypatch, chroma_backend):
     manuals = tmp_path / "manuals"
     manuals.mkdir()
     (manuals / "car-a.json").write_text(json.dumps(tiny_manual("car-a"), ensure_ascii=False), encoding="utf-8")
     emb = HashEmbedder()
-    monkeypatch.setenv("KAIWA_CHROMA_PATH", str(tmp_path / "chroma"))
+    chroma_backend.use(monkeypatch)  # KAIWA_CHROMA_PATH, or CHROMA_HOST/CHROMA_PORT/CHROMA_DATABASE
     monkeypatch.setenv("KAIWA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(mr, "MANUALS_DIR", manuals)
     monkeypatch.setattr("core.rag.embeddings.get_default_embedder", lambda: emb)

@@ -8,11 +8,11 @@ import random
 
 import numpy as np
 import pytest
+from rag_helpers import HashEmbedder, tiny_manual
 
 from core.rag.bm25 import BM25Index
 from core.rag.hybrid import fuse, top_k
 from core.rag.manual_retriever import ManualRetriever
-from rag_helpers import HashEmbedder, tiny_manual
 
 
 class CountingTokenizer:
