@@ -1,8 +1,16 @@
 """One knowledge-interview turn: the seed 001 message stack and ``call_llm``.
 
-Stack: system prompt, an assistant few-shot turn that is itself schema-valid, the history
-(user / assistant), then the user payload ``ユーザー指示:`` + ``添付テキスト:``. Each attachment
-text goes inside its own ``core.text.untrusted`` data block, which the system prompt says is data only.
+Stack: system prompt, the few-shot examples, the history (user / assistant), then the user payload
+``ユーザー指示:`` + ``添付テキスト:``. Each attachment text goes inside its own ``core.text.untrusted``
+data block, which the system prompt says is data only.
+
+Seed 001's few-shot turn is an assistant message right after the system prompt. Many chat templates
+(Gemma's, and others served by vLLM or llama.cpp) refuse an assistant turn there: turns must go user,
+assistant, user, …. So each example is a pair, a short user turn (``prompts/knowledge_few_shot_user.md``)
+followed by the schema-valid assistant turn (``prompts/knowledge_few_shot_turn.json``), and
+:func:`few_shot_examples` is the one place that lists them. The history is built in whole exchanges
+(``core.knowledge.session.history_for_model``) and the engine merges any two same-role messages that
+still meet, so a stack never holds two user or two assistant messages in a row.
 """
 from __future__ import annotations
 
@@ -19,7 +27,9 @@ from core.validation import parse_and_validate_turn
 TURN_SCHEMA_NAME = "knowledge_llm_turn"
 ENTRY_SCHEMA_NAME = "knowledge_llm_entry"
 FEW_SHOT_TURN = load_prompt("knowledge_few_shot_turn.json")
+FEW_SHOT_USER = load_prompt("knowledge_few_shot_user")
 TURN_FIELDS = "control, state, assistant_message, knowledge_json の 4 つ"
+STREAM_FIELD = "assistant_message"  # what the page shows while the model writes
 
 
 def turn_schema() -> dict[str, Any]:
@@ -43,10 +53,17 @@ def build_user_payload(user_text: str, file_texts: Sequence[str] | None) -> str:
     return "\n\n".join(parts)
 
 
+def few_shot_examples() -> list[tuple[str, str]]:
+    """The few-shot examples as (user turn, schema-valid assistant turn JSON) pairs, in order."""
+    return [(FEW_SHOT_USER, FEW_SHOT_TURN)]
+
+
 def build_messages(user_text: str, file_texts: Sequence[str] | None, system_prompt: str,
                    history: Sequence[dict[str, Any]] | None) -> list[dict[str, str]]:
-    messages = [{"role": "system", "content": system_prompt},
-                {"role": "assistant", "content": FEW_SHOT_TURN}]
+    """System prompt, each few-shot pair, the history's user / assistant messages, the user payload."""
+    messages = [{"role": "system", "content": system_prompt}]
+    for example_user, example_turn in few_shot_examples():
+        messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_turn}]
     for item in history or []:
         if item.get("role") in ("user", "assistant"):
             messages.append({"role": item["role"], "content": item["content"]})
@@ -67,6 +84,7 @@ def call_llm(user_text: str, file_texts: Sequence[str] | None, system_prompt: st
         validate=lambda raw: parse_and_validate_turn(raw, turn_schema, entry_schema),
         strategies=strategies, max_repairs=max_repairs, repair_fields=TURN_FIELDS,
         log=log, tags=tags or CallTags(flow="knowledge", step="turn", prompt="knowledge_system"),
-        retry=retry, result_cls=TurnResult)
+        retry=retry, result_cls=TurnResult, stream_field=STREAM_FIELD,
+        keep_head=1 + 2 * len(few_shot_examples()))  # fitting the context never drops the examples
     assert isinstance(result, TurnResult)
     return result
