@@ -226,8 +226,8 @@ class _Recorder:
                                 "streamed": bool(response and response.streamed)}
         if fit:
             call.update(fit)
-        if response is not None and response.timings:
-            call["timings"] = dict(response.timings)
+        if response is not None and response.timings:  # ms figures (the perf_counter stamps are for the page)
+            call["timings"] = {k: v for k, v in response.timings.items() if k.endswith("_ms")}
         if response is not None and response.finish_reason:
             call["finish_reason"] = response.finish_reason
         if err is not None and err.timer:

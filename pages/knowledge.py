@@ -8,6 +8,7 @@ from core.knowledge.conversation import KnowledgeConversations
 from ui import knowledge_chat
 from ui.conversations import bind_conversation, recent_conversations
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
+from ui.streaming import stream_caption, streaming
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -41,8 +42,9 @@ def _confirm_entry(entry_id: int) -> None:
 
 
 def _resend(retry_of: str) -> None:
-    _conversations().resend(state.session_id, state.chat, state.knowledge_outputs, retry_of, state.llm_client,
-                            log=debug_sink())
+    with streaming():  # the reply appears as the model writes it
+        _conversations().resend(state.session_id, state.chat, state.knowledge_outputs, retry_of, state.llm_client,
+                                log=debug_sink())
 
 
 def _start_new() -> None:
@@ -70,10 +72,13 @@ if prompt:
 
 ready = knowledge_chat.resolve_pending(state)
 if ready is not None:
-    with st.status("モデルが応答を作成しています…", expanded=False) as status:
+    with st.status("モデルが応答を作成しています…", expanded=True) as status, streaming(status):
         outcome = _conversations().submit(state.session_id, state.chat, state.knowledge_outputs, *ready,
                                           state.llm_client, log=debug_sink())
-        status.update(label=outcome.result.status_label, state="complete" if outcome.result.ok else "error")
+        status.update(label=outcome.result.status_label, state="complete" if outcome.result.ok else "error",
+                      expanded=False)
+    if state.get("debug_enabled"):
+        stream_caption()
 
 chat_col, side_col = st.columns([3, 2], gap="large")
 with chat_col:

@@ -62,8 +62,8 @@ class LLMResponse:
     latency_ms: float = 0.0
     finish_reason: str | None = None
     streamed: bool = False
-    # ms from sending: first_token_ms (first content / tool-call text), done_ms; server_* from the server's
-    # own timings (llama.cpp: prompt_ms, predicted_ms) when it sends them
+    # ms from sending: first_token_ms (first content / tool-call text), done_ms; sent_at / first_token_at:
+    # time.perf_counter() stamps; server_* from the server's own timings (llama.cpp prompt_ms, predicted_ms)
     timings: dict[str, float] = field(default_factory=dict)
     limit_param: str | None = None  # max_completion_tokens / max_tokens: the name the limit went under
 

@@ -49,11 +49,14 @@ class OfflineClient:
         started = time.perf_counter()
         reply = self._policy(request.task)(request)
         text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+        timings: dict[str, float] = {}
         if request.on_delta is not None:
+            timings = {"sent_at": started, "first_token_at": time.perf_counter()}
             for end in range(STREAM_CHUNK_CHARS, len(text) + STREAM_CHUNK_CHARS, STREAM_CHUNK_CHARS):
                 request.on_delta(text[:end])
         latency = (time.perf_counter() - started) * 1000
         streamed = request.on_delta is not None
         if request.tools:
-            return LLMResponse(tool_arguments=text, model=self.model, latency_ms=latency, streamed=streamed)
-        return LLMResponse(content=text, model=self.model, latency_ms=latency, streamed=streamed)
+            return LLMResponse(tool_arguments=text, model=self.model, latency_ms=latency, streamed=streamed,
+                               timings=timings)
+        return LLMResponse(content=text, model=self.model, latency_ms=latency, streamed=streamed, timings=timings)

@@ -279,7 +279,7 @@ class OpenAICompatibleClient:
         worker = threading.Thread(target=self._stream_worker, args=(request, budget, cancel, events, holder),
                                   name="kaiwa-llm-stream", daemon=True)
         worker.start()
-        acc = _Accumulator(self.model)
+        acc = _Accumulator(self.model, started)
         whole = False  # the server answered with one JSON body: the whole-request timer applies
         while True:
             now = time.perf_counter()
@@ -307,13 +307,14 @@ class OpenAICompatibleClient:
             if kind == "headers":
                 whole = not event[1]
             elif kind == "chunk":
-                grew = acc.add(event[1], event[2] - started)
+                grew = acc.add(event[1], event[2])
                 if grew and request.on_delta is not None:
                     request.on_delta(acc.raw)
             elif kind == "whole":
                 response = parse_completion(event[1], model=self.model)
                 response.latency_ms = (time.perf_counter() - started) * 1000
-                response.timings["done_ms"] = round(response.latency_ms, 1)
+                response.timings.update(done_ms=round(response.latency_ms, 1), sent_at=started,
+                                        first_token_at=time.perf_counter())
                 _deliver(request, response)
                 return response
             elif kind == "error":
@@ -406,8 +407,9 @@ class _Accumulator:
     """The answer rebuilt from stream chunks: content, the first tool call's arguments, refusal,
     finish reason, reported model, usage and the server's timings."""
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, started: float):
         self.model = model
+        self.started = started  # perf_counter when the request was sent
         self.content: list[str] = []
         self.arguments: list[str] = []
         self.refusal: list[str] = []
@@ -470,9 +472,10 @@ class _Accumulator:
     def response(self) -> LLMResponse:
         if not self.chunks:
             raise ProviderError("bad_response", "ストリームにデータがありませんでした", 200, model=self.model)
-        timings: dict[str, float] = {}
-        if self.first_token_at is not None:
-            timings["first_token_ms"] = round(self.first_token_at * 1000, 1)
+        timings: dict[str, float] = {"sent_at": self.started}
+        if self.first_token_at is not None:  # perf_counter stamps (for the page's figures) and ms from sending
+            timings["first_token_at"] = self.first_token_at
+            timings["first_token_ms"] = round((self.first_token_at - self.started) * 1000, 1)
         for ours, theirs in (("server_prompt_ms", "prompt_ms"), ("server_predicted_ms", "predicted_ms")):
             if isinstance(self.server_timings.get(theirs), (int, float)):
                 timings[ours] = round(float(self.server_timings[theirs]), 1)
