@@ -35,9 +35,10 @@ a request for a shorter answer and twice the output limit (up to the cap). Outpu
 ``max_output_bytes`` (client attribute, default 256 KB) is cut before it is parsed, masked or logged,
 and scrubbed of the configured API key before anyone sees it.
 
-**Streaming.** With ``stream_field`` and a sink set by the page (``core.llm.stream.stream_to``), the
-field's text goes to the sink as the model writes it (the field comes first in the wire schema so it
-is written first); before a repair, a retry or the next strategy the sink is told to ``restart``.
+**Streaming.** A call names the field the user reads (``stream_field``); it comes first in the wire
+schema (and in a prompt_extract instruction's schema) so the model writes it first. With a sink set
+by the page (``core.llm.stream.stream_to``) its text goes to the sink as the model writes it; before a
+repair, a retry or the next strategy the sink is told to ``restart``.
 
 Debug records are built (and scrubbed) only when a log sink is given; each keeps the model id the
 server reported, the output limit and its parameter name, the context size, the prompt estimate, what
@@ -338,14 +339,16 @@ def note_timeout(client: Any, timer: str, budget_seconds: float) -> None:
         pass
 
 
-def _calibrate(client: Any, server_tokens: Any, estimate: int) -> None:
-    """Learn the client's ratio of real prompt tokens to our estimate (moving average, bounded)."""
+def _calibrate(client: Any, server_tokens: Any, estimate: int, *, exact: bool = False) -> None:
+    """Learn the client's ratio of real prompt tokens to our estimate (bounded). A larger ratio is taken
+    at once (safer), a smaller one halfway, unless ``exact`` (the server counted the very prompt that is
+    about to be refitted: an overflow's ``n_prompt_tokens``)."""
     if not isinstance(server_tokens, (int, float)) or server_tokens <= 0 or estimate <= 0:
         return
     observed = min(MAX_TOKEN_RATIO, max(MIN_TOKEN_RATIO, server_tokens / estimate))
     current = float(getattr(client, "token_ratio", None) or 1.0)
-    try:  # a larger observed ratio is taken at once (safer), a smaller one gradually
-        client.token_ratio = round(observed if observed > current else 0.7 * current + 0.3 * observed, 4)
+    try:
+        client.token_ratio = round(observed if exact or observed > current else 0.5 * current + 0.5 * observed, 4)
     except AttributeError:
         pass
 
@@ -384,8 +387,10 @@ class _Plan:
     def prepare(self, request: LLMRequest, tail: int) -> tuple[LLMRequest, dict[str, Any]]:
         """``request`` with alternating messages fitted to the context, and its output limit."""
         messages = alternate(request.messages)
-        extra = json.dumps(request.tools, ensure_ascii=False) if request.tools else ""
-        out, context = self.max_tokens, self.context
+        info = getattr(self.client, "server_info", None)
+        shown = getattr(info, "tools_in_prompt", True) is not False  # a tool-less template never renders tools
+        extra = json.dumps(request.tools, ensure_ascii=False) if request.tools and shown else ""
+        out, context = int(request.max_tokens or self.max_tokens), self.context
         budget = None
         if context:
             out = max(min(MIN_OUTPUT_TOKENS, out), min(out, context // 2))
@@ -396,9 +401,12 @@ class _Plan:
             budget = min(budget, below) if budget is not None else below
         fitted = fit_messages(messages, budget, ratio=self.ratio, keep_head=self.keep_head, tail=tail,
                               extra_text=extra)
+        info: dict[str, Any] = {}
         if context and fitted.tokens + out + _margin(context) > context:  # what is left goes to the answer
             out = max(min(MIN_OUTPUT_TOKENS, out), context - fitted.tokens - _margin(context))
-        info = {"prompt_tokens_est": fitted.tokens, "token_ratio": round(self.ratio, 3)}
+            # after an overflow the estimate is calibrated on the server's own count: trust it
+            info["cannot_fit"] = fitted.tokens + min(MIN_OUTPUT_TOKENS, out) + _margin(context) > context
+        info.update({"prompt_tokens_est": fitted.tokens, "token_ratio": round(self.ratio, 3)})
         if fitted.notes:
             info["fit"] = list(fitted.notes)
         size = estimate_tokens(fitted.messages, 1.0, extra_text=extra)
@@ -414,7 +422,7 @@ class _Plan:
             except AttributeError:
                 pass
         if err.n_prompt_tokens:
-            _calibrate(self.client, err.n_prompt_tokens, size)
+            _calibrate(self.client, err.n_prompt_tokens, size, exact=True)
         self.ceiling = size if self.ceiling is None else min(self.ceiling, size)
         self.overflow = err
 
@@ -452,6 +460,8 @@ def structured_call(
     while the model writes it. ``keep_head``: leading messages (system prompt, pinned examples) that
     fitting the context never drops."""
     chain = tuple(strategies or getattr(client, "strategies", None) or DEFAULT_CHAIN)
+    if isinstance(getattr(client, "max_repairs", None), int):  # KAIWA_MAX_REPAIRS bounds every call's repairs
+        max_repairs = min(max_repairs, client.max_repairs)
     validate = validate or (lambda raw: validate_json(raw, schema))
     wire = wire_schema or to_strict_schema(schema)
     fields = repair_fields or ", ".join(schema.get("properties", {}))
@@ -463,8 +473,9 @@ def structured_call(
     limit = int(max_tokens or output_limit(schema, wire, cap=cap))
     sink = current_sink() if stream_field else None
     reader = FieldReader(sink, name, stream_field) if sink is not None and stream_field else None
-    if reader is not None:
-        wire = _with_first(wire, stream_field or "")
+    shown_schema = schema  # the schema written into a prompt_extract instruction
+    if stream_field:  # the text the user reads is written first, so it can show while the rest is written
+        wire, shown_schema = _with_first(wire, stream_field), _with_first(schema, stream_field)
     base = LLMRequest(messages=[dict(m) for m in messages], task=name, temperature=temperature,
                       max_tokens=limit, timeout=timeout or getattr(client, "timeout", None) or 60.0,
                       context=dict(context or {}), on_delta=reader)
@@ -494,14 +505,14 @@ def structured_call(
             overflows = 0
             while True:  # one model call; a context overflow refits the same request (smaller) and tries again
                 dressed = build_request(strategy, replace(base, messages=convo, max_tokens=repair_limit),
-                                        name=name, wire_schema=wire, full_schema=schema)
+                                        name=name, wire_schema=wire, full_schema=shown_schema)
                 request, fit = plan.prepare(dressed, tail=3 if repair_no else 1)
                 first_attempt = attempts + 1
-                if plan.overflow is not None and plan.ceiling is not None and fit["size"] >= plan.ceiling:
+                if plan.overflow is not None and (fit["size"] >= (plan.ceiling or 0) or fit.get("cannot_fit")):
                     err = plan.overflow  # it cannot get smaller: never resend an equal or larger prompt
                     rec.record(strategy=strategy, attempt=first_attempt, kind=kind, request=request, raw=None,
-                               outcome="provider_error:context_overflow", errors=[str(err), "これ以上縮められません"],
-                               err=err, fit=fit)
+                               outcome="provider_error:context_overflow",
+                               errors=[str(err), "これ以上縮められません（送信していません）"], fit={**fit, "not_sent": True})
                     return finish(_provider_failure(result_cls, err, last.raw if last else "", attempts, strategy,
                                                     model))
                 if attempts or (reader is not None and reader.shown):

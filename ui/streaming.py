@@ -7,7 +7,7 @@ a repair, a retry or the next strategy replaces it visibly with a note, then the
 the placeholders are emptied, because the page then draws the validated turn from the stored chat.
 
 Each finished call leaves its figures in ``st.session_state.stream_stats`` (the last 20): updates,
-restarts, the server's time to first token and the time from that token to the first character on the
+restarts, the length of the text last shown, the server's time to first token and the time from that token to the first character on the
 page (shown under the debug captions, and read by the benchmark).
 """
 from __future__ import annotations
@@ -37,6 +37,7 @@ class PageStream:
         self.first_char_at: dict[str, float] = {}
         self.updates: dict[str, int] = {}
         self.restarts: dict[str, int] = {}
+        self.shown: dict[str, str] = {}
         self.stats: list[dict[str, Any]] = []
 
     def _slot(self, key: str) -> Any:
@@ -50,15 +51,17 @@ class PageStream:
         self._slot(key).markdown(f"{label}\n\n{body}" if label else body)
         self.first_char_at.setdefault(key, time.perf_counter())
         self.updates[key] = self.updates.get(key, 0) + 1
+        self.shown[key] = text
 
     def restart(self, key: str, reason: str) -> None:
         self.first_char_at.pop(key, None)
         self.restarts[key] = self.restarts.get(key, 0) + 1
+        self.shown[key] = ""
         self._slot(key).caption(RESTART_NOTES.get(reason, RESTART_NOTES["call"]))
 
     def finish(self, key: str, ok: bool, timings: dict[str, float]) -> None:
         stat: dict[str, Any] = {"key": key, "ok": ok, "updates": self.updates.get(key, 0),
-                                "restarts": self.restarts.get(key, 0)}
+                                "restarts": self.restarts.get(key, 0), "chars": len(self.shown.get(key, ""))}
         first_char, first_token, sent = self.first_char_at.get(key), timings.get("first_token_at"), timings.get("sent_at")
         if first_token is not None and sent is not None:
             stat["server_ttft_ms"] = round((first_token - sent) * 1000, 1)

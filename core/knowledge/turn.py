@@ -14,6 +14,7 @@ still meet, so a stack never holds two user or two assistant messages in a row.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, MutableSequence, Sequence
 
 from core.debuglog import CallTags
@@ -53,9 +54,17 @@ def build_user_payload(user_text: str, file_texts: Sequence[str] | None) -> str:
     return "\n\n".join(parts)
 
 
+def _message_first(turn_json: str) -> str:
+    """An example turn with ``assistant_message`` first: models copy the example's key order, and the
+    page streams that field while the rest is written (the engine puts it first in the schema too)."""
+    turn = json.loads(turn_json)
+    ordered = {STREAM_FIELD: turn[STREAM_FIELD], **{k: v for k, v in turn.items() if k != STREAM_FIELD}}
+    return json.dumps(ordered, ensure_ascii=False, indent=2)
+
+
 def few_shot_examples() -> list[tuple[str, str]]:
     """The few-shot examples as (user turn, schema-valid assistant turn JSON) pairs, in order."""
-    return [(FEW_SHOT_USER, FEW_SHOT_TURN)]
+    return [(FEW_SHOT_USER, _message_first(FEW_SHOT_TURN))]
 
 
 def build_messages(user_text: str, file_texts: Sequence[str] | None, system_prompt: str,

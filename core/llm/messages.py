@@ -13,7 +13,8 @@ SmolLM2 1.1–1.2 and Gemma 3 0.45–0.5 per Japanese character), scaled by a ra
 the server's own ``usage.prompt_tokens``. :func:`fit_messages` brings a stack under a token budget in
 this order: older history is cut (oldest first, whole user/assistant pairs, with a note in the system
 message), then retrieved and attached text inside ``core.text.untrusted`` data blocks is trimmed
-(largest block first, markers kept), then a repair request's copy of the bad output is shortened.
+(largest block first, markers kept; when every block is down to ``MIN_BLOCK_CHARS``, the last blocks
+are left out, the first always kept), then a repair request's copy of the bad output is shortened.
 The system prompt, pinned examples and the current user message outside data blocks are never cut.
 Linear in the text: marker search with ``str.find``, no regular expressions.
 """
@@ -106,6 +107,7 @@ class Fitted:
     messages: list[dict[str, Any]]
     tokens: int
     dropped_messages: int = 0
+    dropped_blocks: int = 0
     trimmed_chars: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -143,10 +145,11 @@ def _trim_blocks(text: str, chars_to_cut: int) -> tuple[str, int]:
         noted = text[start:end].endswith(TRIM_NOTE)
         bodies.append((start, end - len(TRIM_NOTE) if noted else end, end, noted))
     lengths = [body_end - start for start, body_end, _, _ in bodies]
-    chars_to_cut += len(TRIM_NOTE)
+    noted = [b[3] for b in bodies]
 
-    def cut_at(level: int) -> int:
-        return sum(max(0, n - level) for n in lengths)
+    def cut_at(level: int) -> int:  # characters saved at ``level``, net of the notes it adds
+        return sum(max(0, n - level) - (len(TRIM_NOTE) if n > level and not was else 0)
+                   for n, was in zip(lengths, noted))
 
     # water-filling: the highest level L (>= MIN_BLOCK_CHARS) whose cut reaches chars_to_cut
     low, high = MIN_BLOCK_CHARS, max(lengths)
@@ -167,6 +170,20 @@ def _trim_blocks(text: str, chars_to_cut: int) -> tuple[str, int]:
         last = end
     out.append(text[last:])
     return "".join(out), sum(lengths) - sum(keep)
+
+
+def _drop_last_block(text: str) -> tuple[str, int]:
+    """``text`` without its last data block (markers included) when it has two or more."""
+    spans = _blocks(text)
+    if len(spans) < 2:
+        return text, 0
+    body_start, body_end = spans[-1]
+    start = text.rfind(OPEN, 0, body_start)
+    end = body_end + 1 + len(CLOSE)
+    cut_from = start
+    while cut_from > 0 and text[cut_from - 1] == "\n":  # the blank line before it goes too
+        cut_from -= 1
+    return text[:cut_from] + text[end:], end - cut_from
 
 
 def fit_messages(messages: Sequence[dict[str, Any]], budget: int | None, *, ratio: float = 1.0, keep_head: int = 1,
@@ -205,7 +222,7 @@ def fit_messages(messages: Sequence[dict[str, Any]], budget: int | None, *, rati
         return estimate_tokens(stack, ratio, extra_text=extra_text) - budget
 
     excess = over()
-    for _ in range(8):  # each pass converts the excess tokens to characters of the texts it cuts
+    for _ in range(24):  # each pass converts the excess tokens to characters of the texts it cuts
         if excess <= 0:
             break
         cut_any = 0
@@ -223,9 +240,20 @@ def fit_messages(messages: Sequence[dict[str, Any]], budget: int | None, *, rati
                 excess = over()
                 if excess <= 0:
                     break
+        if not cut_any:  # every block is at its minimum: leave out the last blocks (the lowest ranked)
+            for message in reversed(stack):
+                new, cut = _drop_last_block(_text(message.get("content")))
+                if cut:
+                    message["content"] = new
+                    cut_any = cut
+                    fitted.dropped_blocks += 1
+                    excess = over()
+                    break
         if not cut_any:
             break
         fitted.trimmed_chars += cut_any
+    if fitted.dropped_blocks:
+        fitted.notes.append(f"参照テキストのブロック {fitted.dropped_blocks} 件を省略しました")
     if fitted.trimmed_chars:
         fitted.notes.append(f"参照テキストを {fitted.trimmed_chars} 文字省略しました")
 
@@ -235,7 +263,8 @@ def fit_messages(messages: Sequence[dict[str, Any]], budget: int | None, *, rati
             break
         text = _text(message.get("content"))
         if message.get("role") == "assistant" and len(text) > MIN_REPAIR_RAW_CHARS:
-            keep = max(MIN_REPAIR_RAW_CHARS, len(text) - int(excess / (OTHER_TOKENS_PER_CHAR * ratio)) - 1)
+            per_char = max(0.1, text_tokens(text) / len(text)) * ratio
+            keep = max(MIN_REPAIR_RAW_CHARS, len(text) - int(excess / per_char) - len(TRIM_NOTE) - 1)
             message["content"] = text[:keep] + TRIM_NOTE
             fitted.trimmed_chars += len(text) - keep
             fitted.notes.append("修復依頼に含める出力を短くしました")

@@ -73,6 +73,7 @@ class ServerInfo:
     server: str = ""  # llama.cpp / vllm / ollama / "" (unknown)
     context_tokens: int | None = None
     model_listed: bool = True
+    tools_in_prompt: bool = True  # False: the chat template cannot show tools (llama.cpp chat_template_caps)
     notice: str = ""  # Japanese: the configured model is not served (shown in the sidebar)
     error: str = ""
 
@@ -143,6 +144,9 @@ class OpenAICompatibleClient:
                 n_ctx = ((props or {}).get("default_generation_settings") or {}).get("n_ctx")
                 if isinstance(n_ctx, int) and n_ctx > 0:
                     info.context_tokens = n_ctx
+                caps = (props or {}).get("chat_template_caps")
+                if isinstance(caps, dict) and caps.get("supports_tools") is False:
+                    info.tools_in_prompt = False
             except Exception:  # noqa: BLE001 - /props is optional
                 pass
         info.served_model = self.model if info.model_listed else (info.models[0] if len(info.models) == 1 else "")

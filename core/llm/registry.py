@@ -42,6 +42,7 @@ class ProviderRegistry:
             self._active.strategies = self.settings.strategies
             self._active.turn_deadline = self.settings.deadline_seconds
             self._active.max_output_bytes = self.settings.max_output_bytes
+            self._active.max_repairs = self.settings.max_repairs
             if getattr(self._active, "max_output_tokens", None) is None:
                 self._active.max_output_tokens = self.settings.max_output_tokens
             if callable(getattr(self._active, "probe", None)):

@@ -15,6 +15,7 @@
 | KAIWA_MAX_OUTPUT_TOKENS | cap on every request's output limit (each is fitted to its schema below this) | 2048 |
 | KAIWA_CONTEXT_TOKENS | the model's context size in tokens | read from the server (llama.cpp, vLLM) |
 | KAIWA_TOKEN_LIMIT_PARAM | auto, max_completion_tokens or max_tokens | auto |
+| KAIWA_MAX_REPAIRS | repair requests after an invalid answer, at most (a slow local model may want 0 or 1) | 2 |
 | KAIWA_MAX_OUTPUT_BYTES | cap on a model's output before parsing, masking and logging | 262144 (256 KB) |
 | KAIWA_DEBUG | debug log on at start (1/0) | 1 |
 """
@@ -48,6 +49,7 @@ class Settings:
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     context_tokens: int | None = None  # None: read from the server
     token_limit_param: str = "auto"
+    max_repairs: int = 2
 
     @property
     def first_token_seconds(self) -> float:
@@ -116,4 +118,12 @@ def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str
         max_output_tokens=int(number("KAIWA_MAX_OUTPUT_TOKENS", DEFAULT_MAX_OUTPUT_TOKENS) or DEFAULT_MAX_OUTPUT_TOKENS),
         context_tokens=int(context) if context else None,
         token_limit_param=limit_param if limit_param in ("max_completion_tokens", "max_tokens") else "auto",
+        max_repairs=_repairs(get("KAIWA_MAX_REPAIRS")),
     )
+
+
+def _repairs(value: str | None) -> int:
+    try:
+        return min(5, max(0, int(value))) if value is not None else 2
+    except ValueError:
+        return 2
