@@ -7,7 +7,9 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * extract — :mod:`bench.extract` (``extract_document`` vs plain pypdf);
 * retrieval — :mod:`bench.scale` (10k chunks vs Chroma + bm25s; recall@5 from :mod:`bench.rag_recall`);
 * console — :mod:`bench.rerun` (AppTest rerun of every page with a 20-turn history);
-* mask, store, urgency — :mod:`bench.mask`, :mod:`bench.store`, :mod:`bench.urgency`.
+* mask, store, urgency — :mod:`bench.mask`, :mod:`bench.store`, :mod:`bench.urgency`;
+* streaming — :mod:`bench.streaming` (the knowledge page against llama.cpp's real server: first character
+  on the page after the server's first token, as a ratio to the server's time to first token).
 
 ``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine once the 10k
 index under ``var/bench/scale`` exists; its first build adds about a minute). Bench-only
@@ -25,7 +27,7 @@ import time
 import warnings
 from typing import Any
 
-SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "urgency")
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "urgency", "streaming")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -42,6 +44,7 @@ FIGURES = (
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
     ("urgency_heldout_accuracy", "—", "urgency classifier accuracy on held-out utterances"),
     ("urgency_critical_recall", "—", "recall of the critical class"),
+    ("stream_first_char_vs_server_ttft", "≪ 1", "server's first token → first character on the page / server TTFT"),
 )
 
 

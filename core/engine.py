@@ -14,7 +14,8 @@ output once (as the assistant turn, trimmed), never again inside the instruction
 
 **Errors by cause.** It moves to the next strategy only when the provider rejects the method itself
 (``unsupported``, or a 400 of no known cause), or when a forced tool call is answered without a tool
-call (the server ignores tools): at once, without spending repairs on the text. A context overflow is
+call (the server ignores tools): at once, without spending repairs on the text. A server that said its
+chat template shows no tools (llama.cpp's ``chat_template_caps``) is not sent a tool call at all. A context overflow is
 its own error: the call learns the server's context size and real prompt tokens from it and resends
 the same strategy only with a strictly smaller prompt; it never sends an equal or larger one again,
 and ends with the typed ``context_overflow`` when nothing more can be cut. A chat-template refusal
@@ -353,6 +354,11 @@ def _calibrate(client: Any, server_tokens: Any, estimate: int, *, exact: bool = 
         pass
 
 
+def _tools_unsupported(client: Any) -> bool:
+    """True when the server said its chat template cannot show tools (llama.cpp ``chat_template_caps``)."""
+    return getattr(getattr(client, "server_info", None), "tools_in_prompt", True) is False
+
+
 def _with_first(schema: dict[str, Any], field_name: str) -> dict[str, Any]:
     """``schema`` with ``field_name`` first among its properties (a streamed field is written first)."""
     props = schema.get("properties")
@@ -496,6 +502,14 @@ def structured_call(
             sink.restart(name, why)
 
     for strategy in chain:
+        if strategy == TOOL_CALL and _tools_unsupported(client) and strategy != chain[-1]:
+            # the server said its chat template shows no tools: a forced tool call would be answered in text
+            unsupported = ProviderError("unsupported", "tool_call: the server's chat template has no tools")
+            request = build_request(strategy, base, name=name, wire_schema=wire, full_schema=shown_schema)
+            rec.record(strategy=strategy, attempt=attempts + 1, kind="call", request=request, raw=None,
+                       outcome="provider_error:unsupported", errors=[str(unsupported), "送信していません"],
+                       fit={"not_sent": True})
+            continue
         convo = list(base.messages)
         last: StructuredResult | None = None
         strategy_rejected = False

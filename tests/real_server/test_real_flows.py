@@ -46,9 +46,10 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
         records = list(at.session_state["debug_logs"])[before:]
         check_records(records, model=llama.model, cap=KNOWLEDGE_OUTPUT_TOKENS)
         assert all(r["model_configured"] == WRONG_MODEL for r in records)
-        if chain[0] == TOOL_CALL:  # the template has no tools: answered in text, so the next strategy at once
+        if chain[0] == TOOL_CALL:  # /props said the template shows no tools: not even sent, the next strategy
             assert records[0]["strategy"] == TOOL_CALL and records[0]["outcome"] == "provider_error:unsupported"
-            assert sum(r["strategy"] == TOOL_CALL for r in records) == 1 and records[1]["strategy"] == STRUCTURED_OUTPUT
+            assert records[0]["call"]["not_sent"] and records[1]["strategy"] == STRUCTURED_OUTPUT
+            assert sum(r["strategy"] == TOOL_CALL for r in records) == 1
         stats = at.session_state["stream_stats"][-1]
         assert stats["key"] == "knowledge_llm_turn" and stats["updates"] >= 2  # deltas reached the page
         assert stats["server_ttft_ms"] > 0 and stats["token_to_page_ms"] >= 0

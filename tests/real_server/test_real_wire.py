@@ -109,3 +109,17 @@ def test_the_first_token_timeout_includes_the_queue_of_a_busy_server(llama_small
     finally:
         stop.set()
         blocker.join(60)
+
+
+def test_a_forced_tool_call_answered_in_text_falls_through_at_once(llama_small):
+    # a client that has not asked /props: it learns from the answer (plain text, no tool call) instead
+    client = OpenAICompatibleClient(model=llama_small.model, base_url=llama_small.base_url, timeout=300,
+                                    max_output_tokens=48, context_tokens=SMALL_CTX)
+    client.max_repairs = 0
+    log = []
+    result = structured_call(client, [{"role": "user", "content": "オイル交換の予約をしたい"}],
+                             schema=load_schema("faq_plan"), name="faq_plan", log=log,
+                             strategies=("tool_call", "structured_output"))
+    assert [r["strategy"] for r in log] == ["tool_call", "structured_output"]
+    assert log[0]["outcome"] == "provider_error:unsupported" and log[0]["raw_output"]  # its text, kept for tuners
+    assert log[0]["usage"]["completion_tokens"] <= 48 and result.method == "structured_output"
