@@ -37,7 +37,7 @@ from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
 from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
 from core.identity import Identity, load_auth_settings, resolve_identity
-from core.llm.registry import ProviderRegistry
+from core.llm.registry import ProviderRegistry, model_notice
 from core.llm.settings import Settings, load_settings
 from core.store import get_store as shared_store
 from core.store.debug_sink import StoredDebugLog
@@ -303,6 +303,11 @@ def session_summary(session_id: str, conversations: Annotated[DiagnosisConversat
 def healthz(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)]) -> JSONResponse:
     body = {"status": "ok", "db": store.dialect, "provider": str(getattr(client, "name", "?")),
             "model": str(getattr(client, "model", "") or "")}
+    info = getattr(client, "server_info", None)  # the model check made when the client was built
+    if info is not None and info.reachable:
+        body.update(served_model=info.served_model, context_tokens=getattr(client, "context_tokens", None))
+    if model_notice(client):
+        body["model_notice"] = model_notice(client)
     try:
         with store.engine.connect() as conn:
             conn.execute(text("SELECT 1")).scalar()

@@ -6,6 +6,7 @@ configured model is served (``model_notice``: a Japanese notice when it is not) 
 server says, which then bounds every prompt unless ``KAIWA_CONTEXT_TOKENS`` is set."""
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -13,6 +14,8 @@ from core.llm.offline import OfflineClient
 from core.llm.openai_compat import OpenAICompatibleClient
 from core.llm.settings import Settings
 from core.text.pii import KNOWN_SECRETS, redact_url
+
+logger = logging.getLogger("kaiwa.llm")
 
 PROVIDER_LABELS = {"offline": "オフライン（ルールベース）", "openai": "OpenAI 互換 API"}
 
@@ -46,7 +49,9 @@ class ProviderRegistry:
             if getattr(self._active, "max_output_tokens", None) is None:
                 self._active.max_output_tokens = self.settings.max_output_tokens
             if callable(getattr(self._active, "probe", None)):
-                self._active.probe()  # at start and on every switch: is the model served, what context
+                info = self._active.probe()  # at start and on every switch: is the model served, what context
+                if info.notice:
+                    logger.warning("model check: %s", info.notice)
         return self._active
 
     def set_active(self, name: str, *, model: str | None = None, strategies: tuple[str, ...] | None = None) -> Any:

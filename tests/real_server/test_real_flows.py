@@ -69,7 +69,9 @@ def test_diagnosis_api_through_gemma(llama, monkeypatch, tmp_path):
                                      get_retriever: KeywordManualRetriever})
     try:
         api = TestClient(app, raise_server_exceptions=False)
-        assert api.get("/healthz").json()["model"] == llama.model
+        health = api.get("/healthz").json()
+        assert health["model"] == health["served_model"] == llama.model and health["context_tokens"] == 2048
+        assert "model_notice" not in health
         sid = api.post("/api/chat", json={}).json()["session_id"]
         steps = [{"action": "select_vehicle", "action_value": MIRAI}, {"action": "confirm_photo", "action_value": "yes"},
                  {"message": "ブレーキを踏むとキーキー鳴ります"}]
