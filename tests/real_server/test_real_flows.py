@@ -107,7 +107,7 @@ def test_faq_flow_through_gemma_on_a_small_context(llama_small, monkeypatch, cha
     assert not [r for r in log if r["outcome"] == "provider_error:template"]
     # what the model's intent led to decides which nodes ran; when the answer node ran, its articles were
     # trimmed to the small context before sending and its text streamed
-    for record in (r for r in log if r["task"] == "faq_answer"):
+    for record in (r for r in log if r["task"] == "faq_answer" and not r["call"].get("not_sent")):
         assert "参照テキスト" in " ".join(record["call"].get("fit", [])) and record["call"]["size"] > 0
         if record["outcome"] == "ok":
             assert sink.updates("faq_answer")
