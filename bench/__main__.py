@@ -44,7 +44,8 @@ FIGURES = (
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
     ("urgency_heldout_accuracy", "—", "urgency classifier accuracy on held-out utterances"),
     ("urgency_critical_recall", "—", "recall of the critical class"),
-    ("stream_first_char_vs_server_ttft", "≪ 1", "server's first token → first character on the page / server TTFT"),
+    ("stream_first_char_vs_server_ttft", "—", "server's first token → first character on the page / server TTFT"),
+    ("stream_own_vs_server_ttft", "≪ 1", "chunk with the first character → the page / server TTFT (our part)"),
 )
 
 

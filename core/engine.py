@@ -493,7 +493,8 @@ def structured_call(
 
     def finish(result: StructuredResult) -> StructuredResult:
         if sink is not None:
-            sink.finish(name, result.ok, timings)
+            arrived = reader.first_text_arrived_at if reader is not None else None
+            sink.finish(name, result.ok, {**timings, **({"first_text_at": arrived} if arrived else {})})
         return result
 
     def restart(why: str) -> None:  # a new attempt: the partial text shown so far is void

@@ -7,8 +7,11 @@ a repair, a retry or the next strategy replaces it visibly with a note, then the
 the placeholders are emptied, because the page then draws the validated turn from the stored chat.
 
 Each finished call leaves its figures in ``st.session_state.stream_stats`` (the last 20): updates,
-restarts, the length of the text last shown, the server's time to first token and the time from that token to the first character on the
-page (shown under the debug captions, and read by the benchmark).
+restarts, the length of the text last shown, the server's time to first token, the time from that token to
+the first character on the page (which includes the tokens the model writes before the field's text, such as
+``{"assistant_message": "``), and the time from the chunk that brought the first character to the page (our
+own part: partial JSON, safe markdown, the Streamlit element). Shown under the debug captions and read by the
+benchmark.
 """
 from __future__ import annotations
 
@@ -67,6 +70,8 @@ class PageStream:
             stat["server_ttft_ms"] = round((first_token - sent) * 1000, 1)
         if first_char is not None and first_token is not None:
             stat["token_to_page_ms"] = round((first_char - first_token) * 1000, 2)
+        if first_char is not None and timings.get("first_text_at") is not None:  # our own part: chunk → page
+            stat["text_chunk_to_page_ms"] = round((first_char - timings["first_text_at"]) * 1000, 2)
         self.stats.append(stat)
 
     def clear(self) -> None:

@@ -48,7 +48,7 @@ class LLMRequest:
     max_tokens: int | None = None
     timeout: float = 60.0
     context: dict[str, Any] = field(default_factory=dict)
-    on_delta: Callable[[str], None] | None = None  # called with the raw answer so far while it streams
+    on_delta: Callable[..., None] | None = None  # (raw answer so far, chunk arrival perf_counter) while it streams
     budget: float | None = None  # seconds left of the turn's deadline (None: ``timeout``)
 
 

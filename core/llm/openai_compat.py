@@ -313,7 +313,7 @@ class OpenAICompatibleClient:
             elif kind == "chunk":
                 grew = acc.add(event[1], event[2])
                 if grew and request.on_delta is not None:
-                    request.on_delta(acc.raw)
+                    request.on_delta(acc.raw, event[2])
             elif kind == "whole":
                 response = parse_completion(event[1], model=self.model)
                 response.latency_ms = (time.perf_counter() - started) * 1000

@@ -1,7 +1,7 @@
 """Streaming replies: the user-facing text of a JSON answer, read while the model is still writing it.
 
-A client that streams calls ``request.on_delta(raw_so_far)`` with everything the model has written so
-far (content, or a tool call's argument text). :class:`FieldReader` parses that partial JSON with
+A client that streams calls ``request.on_delta(raw_so_far, arrived_at)`` with everything the model has
+written so far (content, or a tool call's argument text) and when the chunk arrived (``perf_counter``). :class:`FieldReader` parses that partial JSON with
 ``jiter``'s partial mode (``trailing-strings``: an unfinished string is returned as far as it goes) and
 hands the one field the user reads (``assistant_message``, ``message``, ``answer``) to a
 :class:`StreamSink` whenever it grows. Nothing is validated here: the engine validates the whole
@@ -15,6 +15,7 @@ is parsed.
 """
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator, Protocol, runtime_checkable
@@ -83,15 +84,18 @@ class FieldReader:
         self.shown = ""
         self.complete = False
         self.updates = 0
+        self.first_text_arrived_at: float | None = None  # perf_counter: the chunk that brought the first character
 
     def reset(self) -> None:
-        self.shown, self.complete = "", False
+        self.shown, self.complete, self.first_text_arrived_at = "", False, None
 
-    def __call__(self, raw_so_far: str) -> None:
+    def __call__(self, raw_so_far: str, arrived_at: float | None = None) -> None:
         if self.complete or not raw_so_far:
             return
         text, complete = partial_field(raw_so_far, self.field)
         if text is not None and text != self.shown:
+            if not self.shown and text:
+                self.first_text_arrived_at = arrived_at if arrived_at is not None else time.perf_counter()
             self.shown = text
             self.updates += 1
             self.sink.update(self.key, text)
