@@ -11,7 +11,8 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * streaming — :mod:`bench.streaming` (the knowledge page against llama.cpp's real server: first character
   on the page after the server's first token, as a ratio to the server's time to first token).
 
-``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine once the 10k
+``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine, plus about a minute for
+the streaming section's two llama.cpp turns, once the 10k
 index under ``var/bench/scale`` exists; its first build adds about a minute). Bench-only
 dependencies: ``pip install -r bench/requirements.txt``.
 """
