@@ -23,7 +23,8 @@ one that silently ignores it (Ollama) is caught by its usage (more tokens than a
 
 **Server check.** :meth:`probe` reads ``GET /v1/models`` (and llama.cpp's ``/props``): whether the
 configured model is served, which id the server reports, and the context size it says
-(llama.cpp ``meta.n_ctx`` / ``default_generation_settings.n_ctx``, vLLM ``max_model_len``).
+(llama.cpp ``meta.n_ctx`` / ``default_generation_settings.n_ctx``, vLLM ``max_model_len``). Azure OpenAI
+lists base models there, not deployments, so a deployment name is never reported as missing.
 
 The SDK's own retries are off (``max_retries=0``): the engine retries transient errors itself so that
 every attempt is logged. Bodies are capped; anything that is not a chat completion (HTML from a
@@ -149,6 +150,8 @@ class OpenAICompatibleClient:
                     info.tools_in_prompt = False
             except Exception:  # noqa: BLE001 - /props is optional
                 pass
+        if ".openai.azure.com" in str(self._sdk.base_url).lower():  # Azure lists base models, not deployments
+            info.model_listed = True
         info.served_model = self.model if info.model_listed else (info.models[0] if len(info.models) == 1 else "")
         if not info.model_listed:
             offered = "、".join(info.models[:5]) or "（なし）"
