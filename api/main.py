@@ -49,7 +49,7 @@ from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
 from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
 from core.identity import AuthSettings, Identity, load_auth_settings, resolve_identity
-from core.llm.registry import ProviderRegistry
+from core.llm.registry import ProviderRegistry, model_notice
 from core.llm.settings import Settings, load_settings
 from core.store import get_store as shared_store
 from core.store.conversations import TurnBusy, turn_wait
@@ -386,9 +386,15 @@ def session_summary(session_id: str, conversations: Annotated[DiagnosisConversat
 @app.get("/healthz", summary="死活確認（DB の読み書きを確かめる）")
 def healthz(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)]) -> JSONResponse:
     """200 when the database answers a read and takes a write (``Store.check_health``), else 503 with
-    ``db_readable`` / ``db_writable`` saying which failed (the error itself only in the server log)."""
+    ``db_readable`` / ``db_writable`` saying which failed (the error itself only in the server log). The
+    model check made when the client was built is reported too (``served_model``, ``model_notice``)."""
     body: dict[str, Any] = {"status": "ok", "db": store.dialect, "provider": str(getattr(client, "name", "?")),
                             "model": str(getattr(client, "model", "") or "")}
+    info = getattr(client, "server_info", None)  # the model check made when the client was built
+    if info is not None and info.reachable:
+        body.update(served_model=info.served_model, context_tokens=getattr(client, "context_tokens", None))
+    if model_notice(client):
+        body["model_notice"] = model_notice(client)
     health = store.check_health()
     body.update(db_readable=health.readable, db_writable=health.writable)
     if not (health.readable and health.writable):

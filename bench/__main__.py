@@ -9,9 +9,12 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * console — :mod:`bench.rerun` (AppTest rerun of every page with a 20-turn history);
 * mask, store, prompts, urgency — :mod:`bench.mask`, :mod:`bench.store`, :mod:`bench.prompts`, :mod:`bench.urgency`;
 * knowledge — :mod:`bench.knowledge_recall` (recall@3 of the right confirmed entry) and
-  :mod:`bench.knowledge_eval` (the eval runner's pass rates for the knowledge flow).
+  :mod:`bench.knowledge_eval` (the eval runner's pass rates for the knowledge flow);
+* streaming — :mod:`bench.streaming` (the knowledge page against llama.cpp's real server: first character
+  on the page after the server's first token, as a ratio to the server's time to first token).
 
-``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine once the 10k
+``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine, plus about a minute for
+the streaming section's two llama.cpp turns, once the 10k
 index under ``var/bench/scale`` exists; its first build adds about a minute). Bench-only
 dependencies: ``pip install -r bench/requirements.txt``.
 """
@@ -28,7 +31,7 @@ import warnings
 from typing import Any
 
 SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "prompts", "urgency", "knowledge_recall",
-            "knowledge_eval")
+            "knowledge_eval", "streaming")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -50,6 +53,8 @@ FIGURES = (
     ("knowledge_unanswerable_rejected", "—", "unanswerable questions with no entry at the threshold"),
     ("knowledge_scenarios_pass_rate", "1.0", "core.eval over tests/scenarios/knowledge_*.yaml"),
     ("knowledge_library_regression_pass_rate", "1.0", "confirmed entries replayed as a regression set"),
+    ("stream_first_char_vs_server_ttft", "—", "server's first token → first character on the page / server TTFT"),
+    ("stream_own_vs_server_ttft", "≪ 1", "chunk with the first character → the page / server TTFT (our part)"),
 )
 
 

@@ -34,10 +34,14 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
                 request: LLMRequest, raw: str | None, outcome: str, errors: list[str] | None = None,
                 latency_ms: float = 0.0, usage: dict[str, Any] | None = None,
                 parse_stage: str | None = None, raw_bytes: int | None = None, error_body: str | None = None,
-                status: int | None = None) -> dict[str, Any]:
+                status: int | None = None, model_configured: str = "", call: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
     """One scrubbed record. ``raw`` longer than ``MAX_RAW_CHARS`` keeps its head; ``raw_bytes`` (the
     full size of an output the engine capped) and a provider's ``error_body`` / HTTP ``status`` are
-    kept when given."""
+    kept when given. ``model`` is the id the server reported (``model_configured`` the one asked for,
+    kept when they differ); ``call`` holds the request's limits and what happened on the wire: output
+    limit and its parameter name, context size, prompt estimate, what fitting cut, stream timings,
+    finish reason, the timer that fired."""
     if raw is not None and len(raw) > MAX_RAW_CHARS:
         raw_bytes = raw_bytes or len(raw.encode("utf-8", "replace"))
         raw = raw[:MAX_RAW_CHARS]
@@ -59,7 +63,10 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
         "parse_stage": parse_stage,
         "latency_ms": round(latency_ms, 1),
         "usage": dict(usage or {}),
+        "call": dict(call or {}),
     }
+    if model_configured and model_configured != model:
+        record["model_configured"] = model_configured
     if raw_bytes is not None:
         record["raw_output_bytes"] = raw_bytes  # the output was capped: raw_output is its head
     if status is not None:

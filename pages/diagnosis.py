@@ -10,6 +10,7 @@ from core.text.markup import safe_markdown, safe_text
 from ui import outage
 from ui.conversations import bind_conversation, recent_conversations
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
+from ui.streaming import streaming
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -44,8 +45,9 @@ def _follow(response) -> None:
 # ---- actions (button callbacks run before the page is drawn) -------------------------------------
 def _request(fields: dict) -> None:
     current = state.diag_response
-    response = state.diag_convs.send(state.diag_transcript, ChatRequest(session_id=current.session_id, **fields),
-                                     prompt=current.prompt, client=state.llm_client, log=debug_sink())
+    with streaming():  # the answer (and the manual's answer) appear as the model writes them
+        response = state.diag_convs.send(state.diag_transcript, ChatRequest(session_id=current.session_id, **fields),
+                                         prompt=current.prompt, client=state.llm_client, log=debug_sink())
     state.diag_response = response
     _follow(response)
     if response.fallback:

@@ -10,6 +10,7 @@ from core.text.markup import safe_markdown, safe_text
 from ui import outage, safe
 from ui.conversations import bind_conversation, recent_conversations
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
+from ui.streaming import streaming
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -55,7 +56,7 @@ def _knowledge_base():
 
 
 def _ask(payload: dict) -> None:
-    with st.spinner("FAQ を検索しています…（初回は検索インデックスの準備に時間がかかります）"):
+    with st.spinner("FAQ を検索しています…（初回は検索インデックスの準備に時間がかかります）"), streaming():
         result = _conversations().ask(state.faq_conversation_id, state.faq_state, state.faq_chat, payload["text"],
                                       client=state.llm_client, kb=_knowledge_base(), log=debug_sink())
     state.faq_state = result.state

@@ -10,6 +10,7 @@ from ui.conversations import bind_conversation, recent_conversations
 from ui.display_name import recorded_as
 from ui.knowledge_base import similar_panel
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
+from ui.streaming import stream_caption, streaming
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -45,7 +46,7 @@ def _confirm_entry(entry_id: int) -> None:
 
 
 def _resend(retry_of: str) -> None:
-    with outage.page_guard():
+    with outage.page_guard(), streaming():  # the reply appears as the model writes it
         _conversations().resend(state.session_id, state.chat, state.knowledge_outputs, retry_of, state.llm_client,
                                 log=debug_sink())
 
@@ -70,16 +71,19 @@ if prompt:
 submission = state.pending_submission
 ready = knowledge_chat.resolve_pending(state)
 if ready is not None:
-    with st.status("モデルが応答を作成しています…", expanded=False) as status:
+    with st.status("モデルが応答を作成しています…", expanded=True) as status, streaming(status):
         try:
             outcome = _conversations().submit(state.session_id, state.chat, state.knowledge_outputs, *ready,
                                               state.llm_client, log=debug_sink())
         except outage.HOLD_ERRORS as exc:  # not stored: the text and files stay, to send again
             outage.note(exc, "knowledge")
             state.pending_submission = knowledge_chat.held(submission, exc)
-            status.update(label="送信できませんでした（入力内容は保持しています）", state="error")
+            status.update(label="送信できませんでした（入力内容は保持しています）", state="error", expanded=False)
             st.rerun()
-        status.update(label=outcome.result.status_label, state="complete" if outcome.result.ok else "error")
+        status.update(label=outcome.result.status_label, state="complete" if outcome.result.ok else "error",
+                      expanded=False)
+    if state.get("debug_enabled"):
+        stream_caption()
 
 chat_col, side_col = st.columns([3, 2], gap="large")
 with chat_col:

@@ -1,9 +1,14 @@
-"""The sidebar's provider block (provider, model, strategy chain, which one is active) and debug toggle."""
+"""The sidebar's provider block (provider, model, strategy chain, which one is active, whether the server
+serves the configured model, the context size it said) and, after the page, the timeouts with the one
+that fired last, and the debug toggle."""
 from __future__ import annotations
+
+from datetime import datetime
 
 import streamlit as st
 
-from core.llm.registry import PROVIDER_LABELS, ProviderRegistry, describe
+from core.llm.base import TIMERS_JA
+from core.llm.registry import PROVIDER_LABELS, ProviderRegistry, describe, model_notice
 from core.llm.strategies import ALL_STRATEGIES
 
 STRATEGY_LABELS = {"structured_output": "ネイティブ JSON Schema", "tool_call": "ツール呼び出し",
@@ -42,12 +47,37 @@ def render_sidebar() -> None:
             icon, reason = "🔴", "（API キーも接続先 URL も未設定のため呼び出せません）"
         st.markdown(f"{icon} **有効:** {describe(active)}{reason}")
         st.caption("方式: " + " → ".join(STRATEGY_LABELS.get(s, s) for s in getattr(active, "strategies", ())))
+        notice = model_notice(active)
+        if notice:
+            st.warning(notice, icon="⚠️")
+        info = getattr(active, "server_info", None)
+        if info is not None and getattr(info, "reachable", False):
+            served = info.served_model or "?"
+            context = f" · コンテキスト {active.context_tokens} トークン" if getattr(active, "context_tokens", None) else ""
+            st.caption(f"サーバーの応答モデル: {served}{context}")
+
+
+def render_timeouts() -> None:
+    """The timeouts in force and the one that fired last on this tab's client (drawn after the page)."""
+    state = st.session_state
+    client = state.llm_client
+    if getattr(client, "name", "") != "openai":
+        return
+    settings = state.provider_registry.settings
+    st.caption(f"⏱ タイムアウト: 最初のトークン {settings.first_token_seconds:g} 秒（待ち行列を含む）· "
+               f"トークン間 {settings.token_gap_seconds:g} 秒 · ターン全体 {settings.deadline_seconds:g} 秒")
+    fired = getattr(client, "last_timeout", None)
+    if fired:
+        when = datetime.fromtimestamp(fired.get("at") or 0).strftime("%H:%M:%S")
+        st.warning(f"直近のタイムアウト（{when}）: {TIMERS_JA.get(fired.get('timer'), fired.get('timer'))}"
+                   f"（{fired.get('seconds')} 秒）", icon="⏱")
 
 
 def render_debug_controls() -> None:
     """Drawn after the page so the record count includes the calls this run made."""
     state = st.session_state
     with st.sidebar:
+        render_timeouts()
         st.divider()
         st.toggle("デバッグログを記録", value=state.debug_enabled, key="debug_toggle",
                   on_change=lambda: state.update(debug_enabled=state.debug_toggle))

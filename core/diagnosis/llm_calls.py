@@ -33,6 +33,8 @@ CHOICE_TAG_TASK = "choice_tag"
 CHOICE_EVALUATION_TASK = "choice_evaluation"
 SUMMARY_TASK = "diagnosis_summary"
 RAG_ANSWER_TASK = "rag_answer"
+# The text the customer reads, streamed to the page while the model writes it (core.llm.stream).
+STREAM_FIELDS = {DIAGNOSTIC_TASK: "message", RAG_ANSWER_TASK: "answer"}
 
 
 def tags(session: SessionState, step: str, prompt: str) -> CallTags:
@@ -42,10 +44,11 @@ def tags(session: SessionState, step: str, prompt: str) -> CallTags:
 def call_structured(ctx: DiagnosisContext, session: SessionState, *, task: str, messages: list[dict[str, str]],
                     context: dict[str, Any], step: str, prompt: str, temperature: float = 0.3,
                     max_repairs: int = 2) -> StructuredResult:
-    """One schema-checked call of ``task`` (= the schema name in ``schemas/``)."""
+    """One schema-checked call of ``task`` (= the schema name in ``schemas/``); the customer-facing text of
+    the diagnostic and RAG answers streams to the page's sink, when it set one."""
     return structured_call(ctx.client, messages, schema=load_schema(task), name=task, context=context,
                            log=ctx.log, tags=tags(session, step, prompt), max_repairs=max_repairs, temperature=temperature,
-                           retry=ctx.retry)
+                           retry=ctx.retry, stream_field=STREAM_FIELDS.get(task))
 
 
 def call_text(ctx: DiagnosisContext, session: SessionState, *, task: str, messages: list[dict[str, str]],

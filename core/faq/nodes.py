@@ -239,7 +239,8 @@ def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
     res = structured_call(ctx.client, prompt_messages, schema=load_schema("faq_answer"), name="faq_answer",
                           context={"question": question, "query": goal.get("query"), "hits": hits,
                                    "max_citations": ctx.config.max_citations},
-                          log=ctx.log, tags=ctx.tags("NLG", "faq_answer_system"), temperature=0.2)
+                          log=ctx.log, tags=ctx.tags("NLG", "faq_answer_system"), temperature=0.2,
+                          stream_field="message")  # the answer streams to the page's sink, when it set one
     trace["model_ok"] = res.ok
     if not res.ok:
         error = {"error_type": f"nlg_{res.error_type}", "node": "NLG", "detail": res.provider_error or res.error_type}

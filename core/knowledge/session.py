@@ -31,16 +31,22 @@ class TurnOutcome:
 
 
 def history_for_model(chat: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """Successful exchanges only: user payload (with attachment text) and the assistant's full
-    turn JSON, so the model sees its own earlier state (seed 003 §2.2)."""
+    """Successful exchanges only, each as a whole pair: the user payload (with attachment text) and the
+    assistant's full turn JSON, so the model sees its own earlier state (seed 003 §2.2). A failed or
+    gated turn, a user entry left without its reply (a turn still running elsewhere, a lost reply) and
+    an assistant entry without its user entry are left out, so the history alternates user / assistant
+    also after a failed turn and a resend."""
     history: list[dict[str, str]] = []
+    pending: dict[str, str] | None = None
     for entry in chat:
         if entry.get("failed") or entry.get("gated"):
+            pending = None
             continue
         if entry["role"] == "user":
-            history.append({"role": "user", "content": entry.get("payload") or entry["content"]})
-        elif entry["role"] == "assistant":
-            history.append({"role": "assistant", "content": entry.get("raw") or entry["content"]})
+            pending = {"role": "user", "content": entry.get("payload") or entry["content"]}
+        elif entry["role"] == "assistant" and pending is not None:
+            history += [pending, {"role": "assistant", "content": entry.get("raw") or entry["content"]}]
+            pending = None
     return history
 
 

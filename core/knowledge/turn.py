@@ -1,11 +1,20 @@
 """One knowledge-interview turn: the seed 001 message stack and ``call_llm``.
 
-Stack: system prompt, an assistant few-shot turn that is itself schema-valid, the history
-(user / assistant), then the user payload ``ユーザー指示:`` + ``添付テキスト:``. Each attachment
-text goes inside its own ``core.text.untrusted`` data block, which the system prompt says is data only.
+Stack: system prompt, the few-shot examples, the history (user / assistant), then the user payload
+``ユーザー指示:`` + ``添付テキスト:``. Each attachment text goes inside its own ``core.text.untrusted``
+data block, which the system prompt says is data only.
+
+Seed 001's few-shot turn is an assistant message right after the system prompt. Many chat templates
+(Gemma's, and others served by vLLM or llama.cpp) refuse an assistant turn there: turns must go user,
+assistant, user, …. So each example is a pair, a short user turn (``prompts/knowledge_few_shot_user.md``)
+followed by the schema-valid assistant turn (``prompts/knowledge_few_shot_turn.json``), and
+:func:`few_shot_examples` is the one place that lists them. The history is built in whole exchanges
+(``core.knowledge.session.history_for_model``) and the engine merges any two same-role messages that
+still meet, so a stack never holds two user or two assistant messages in a row.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, MutableSequence, Sequence
 
 from core.debuglog import CallTags
@@ -18,8 +27,8 @@ from core.validation import parse_and_validate_turn
 
 TURN_SCHEMA_NAME = "knowledge_llm_turn"
 ENTRY_SCHEMA_NAME = "knowledge_llm_entry"
-FEW_SHOT_TURN = load_prompt("knowledge_few_shot_turn.json")
 TURN_FIELDS = "control, state, assistant_message, knowledge_json の 4 つ"
+STREAM_FIELD = "assistant_message"  # what the page shows while the model writes
 
 
 def turn_schema() -> dict[str, Any]:
@@ -43,10 +52,26 @@ def build_user_payload(user_text: str, file_texts: Sequence[str] | None) -> str:
     return "\n\n".join(parts)
 
 
+def _message_first(turn_json: str) -> str:
+    """An example turn with ``assistant_message`` first: models copy the example's key order, and the
+    page streams that field while the rest is written (the engine puts it first in the schema too)."""
+    turn = json.loads(turn_json)
+    ordered = {STREAM_FIELD: turn[STREAM_FIELD], **{k: v for k, v in turn.items() if k != STREAM_FIELD}}
+    return json.dumps(ordered, ensure_ascii=False, indent=2)
+
+
+def few_shot_examples() -> list[tuple[str, str]]:
+    """The few-shot examples as (user turn, schema-valid assistant turn JSON) pairs, in order. Read on every
+    call, so a prompt version saved on any replica is used by the next turn (``core.prompts``)."""
+    return [(load_prompt("knowledge_few_shot_user"), _message_first(load_prompt("knowledge_few_shot_turn.json")))]
+
+
 def build_messages(user_text: str, file_texts: Sequence[str] | None, system_prompt: str,
                    history: Sequence[dict[str, Any]] | None) -> list[dict[str, str]]:
-    messages = [{"role": "system", "content": system_prompt},
-                {"role": "assistant", "content": FEW_SHOT_TURN}]
+    """System prompt, each few-shot pair, the history's user / assistant messages, the user payload."""
+    messages = [{"role": "system", "content": system_prompt}]
+    for example_user, example_turn in few_shot_examples():
+        messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_turn}]
     for item in history or []:
         if item.get("role") in ("user", "assistant"):
             messages.append({"role": item["role"], "content": item["content"]})
@@ -67,6 +92,7 @@ def call_llm(user_text: str, file_texts: Sequence[str] | None, system_prompt: st
         validate=lambda raw: parse_and_validate_turn(raw, turn_schema, entry_schema),
         strategies=strategies, max_repairs=max_repairs, repair_fields=TURN_FIELDS,
         log=log, tags=tags or CallTags(flow="knowledge", step="turn", prompt="knowledge_system"),
-        retry=retry, result_cls=TurnResult)
+        retry=retry, result_cls=TurnResult, stream_field=STREAM_FIELD,
+        keep_head=1 + 2 * len(few_shot_examples()))  # fitting the context never drops the examples
     assert isinstance(result, TurnResult)
     return result

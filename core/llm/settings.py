@@ -7,8 +7,15 @@
 | OPENAI_MODEL | model / deployment name | gpt-4o-mini |
 | KAIWA_PROVIDER | force ``offline`` or ``openai`` | auto |
 | KAIWA_STRATEGIES | fallback chain, comma separated | structured_output,tool_call,prompt_extract |
-| KAIWA_TIMEOUT | seconds one whole model request may take | 60 |
-| KAIWA_TURN_DEADLINE | seconds one model call may take with its retries, waits and repairs | 3 × KAIWA_TIMEOUT |
+| KAIWA_TIMEOUT | seconds one response may take when it is not streamed; default of the first-token timeout | 60 |
+| KAIWA_FIRST_TOKEN_TIMEOUT | seconds from sending to the first token, a busy server's queue included | KAIWA_TIMEOUT |
+| KAIWA_TOKEN_GAP_TIMEOUT | seconds of silence allowed between two chunks of a streamed answer | min(KAIWA_TIMEOUT, 30) |
+| KAIWA_TURN_DEADLINE | seconds one user turn may take over all its calls, retries, waits and repairs | 3 × KAIWA_TIMEOUT |
+| KAIWA_STREAM | stream answers (1/0) | 1 |
+| KAIWA_MAX_OUTPUT_TOKENS | cap on every request's output limit (each is fitted to its schema below this) | 2048 |
+| KAIWA_CONTEXT_TOKENS | the model's context size in tokens | read from the server (llama.cpp, vLLM) |
+| KAIWA_TOKEN_LIMIT_PARAM | auto, max_completion_tokens or max_tokens | auto |
+| KAIWA_MAX_REPAIRS | repair requests after an invalid answer, at most (a slow local model may want 0 or 1) | 2 |
 | KAIWA_MAX_OUTPUT_BYTES | cap on a model's output before parsing, masking and logging | 262144 (256 KB) |
 | KAIWA_DEBUG | debug log on at start (1/0) | 1 |
 """
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from core.llm.base import DEFAULT_MAX_OUTPUT_BYTES
+from core.llm.limits import DEFAULT_MAX_OUTPUT_TOKENS
 from core.llm.strategies import ALL_STRATEGIES, DEFAULT_CHAIN
 
 DEADLINE_FACTOR = 3.0  # default KAIWA_TURN_DEADLINE in request timeouts
@@ -35,6 +43,21 @@ class Settings:
     debug: bool = True
     turn_deadline: float | None = None  # None: DEADLINE_FACTOR × timeout
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    first_token_timeout: float | None = None  # None: timeout
+    token_gap_timeout: float | None = None  # None: min(timeout, 30)
+    stream: bool = True
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    context_tokens: int | None = None  # None: read from the server
+    token_limit_param: str = "auto"
+    max_repairs: int = 2
+
+    @property
+    def first_token_seconds(self) -> float:
+        return self.first_token_timeout or self.timeout
+
+    @property
+    def token_gap_seconds(self) -> float:
+        return self.token_gap_timeout or min(self.timeout, 30.0)
 
     @property
     def deadline_seconds(self) -> float:
@@ -77,6 +100,8 @@ def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str
         return value if value > 0 and value != float("inf") else default  # NaN, 0, negative: default
 
     timeout = number("KAIWA_TIMEOUT", 60.0) or 60.0
+    context = number("KAIWA_CONTEXT_TOKENS", None)
+    limit_param = (get("KAIWA_TOKEN_LIMIT_PARAM") or "auto").lower()
     return Settings(
         openai_api_key=get("OPENAI_API_KEY"),
         openai_base_url=get("OPENAI_BASE_URL"),
@@ -87,4 +112,18 @@ def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str
         debug=(get("KAIWA_DEBUG") or "1") not in ("0", "false", "no", "off"),
         turn_deadline=number("KAIWA_TURN_DEADLINE", None),
         max_output_bytes=int(number("KAIWA_MAX_OUTPUT_BYTES", DEFAULT_MAX_OUTPUT_BYTES) or DEFAULT_MAX_OUTPUT_BYTES),
+        first_token_timeout=number("KAIWA_FIRST_TOKEN_TIMEOUT", None),
+        token_gap_timeout=number("KAIWA_TOKEN_GAP_TIMEOUT", None),
+        stream=(get("KAIWA_STREAM") or "1") not in ("0", "false", "no", "off"),
+        max_output_tokens=int(number("KAIWA_MAX_OUTPUT_TOKENS", DEFAULT_MAX_OUTPUT_TOKENS) or DEFAULT_MAX_OUTPUT_TOKENS),
+        context_tokens=int(context) if context else None,
+        token_limit_param=limit_param if limit_param in ("max_completion_tokens", "max_tokens") else "auto",
+        max_repairs=_repairs(get("KAIWA_MAX_REPAIRS")),
     )
+
+
+def _repairs(value: str | None) -> int:
+    try:
+        return min(5, max(0, int(value))) if value is not None else 2
+    except ValueError:
+        return 2

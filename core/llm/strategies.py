@@ -53,7 +53,8 @@ def build_request(strategy: str, base: LLMRequest, *, name: str, wire_schema: di
 
 
 def raw_output(strategy: str, response: LLMResponse) -> str | None:
-    """The text to validate: tool arguments for tool_call (content if the model answered in text)."""
+    """The text to validate: tool arguments for tool_call (None when the model answered a forced tool call
+    in plain text: the server ignores tools, so the method is unsupported), content otherwise."""
     if strategy == TOOL_CALL:
-        return response.tool_arguments if response.tool_arguments is not None else response.content
+        return response.tool_arguments
     return response.content

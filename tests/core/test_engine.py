@@ -34,10 +34,11 @@ def test_ok_first_try_builds_the_seed_message_stack():
     result = run(client, history)
     assert result.ok and result.attempts == 1 and result.repairs == 0 and result.method == STRUCTURED_OUTPUT
     messages = client.requests[0].messages
-    assert [m["role"] for m in messages] == ["system", "assistant", "user", "assistant", "user"]
-    few_shot = json.loads(messages[1]["content"])
+    # the few-shot turn follows a short user turn: every chat template accepts user / assistant alternation
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    few_shot = json.loads(messages[2]["content"])
     from core.validation import parse_and_validate_turn
-    assert parse_and_validate_turn(messages[1]["content"], turn_schema(), entry_schema()).ok, few_shot
+    assert parse_and_validate_turn(messages[2]["content"], turn_schema(), entry_schema()).ok, few_shot
     assert messages[-1]["content"] == ("ユーザー指示:\n事例です\n\n添付テキスト:\n<<<DOCUMENT>>>\n【a.txt】\n第1条（目的）\n"
                                        "<<<END DOCUMENT>>>")
     fmt = client.requests[0].response_format
@@ -54,7 +55,8 @@ def test_ok_after_repairs(script, repairs):
         repair_msgs = client.requests[i].messages
         assert len(repair_msgs) == base + 2  # same stack + assistant=raw + user=repair, not accumulated
         assert repair_msgs[-2] == {"role": "assistant", "content": script[i - 1]}
-        assert "エラー種別:" in repair_msgs[-1]["content"] and script[i - 1] in repair_msgs[-1]["content"]
+        # the bad output goes once (the assistant turn above), never again inside the repair instruction
+        assert "エラー種別:" in repair_msgs[-1]["content"] and script[i - 1] not in repair_msgs[-1]["content"]
     assert "parse_error" in client.requests[1].messages[-1]["content"]
     if repairs == 2:
         assert "schema_error" in client.requests[2].messages[-1]["content"]

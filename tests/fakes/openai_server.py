@@ -24,6 +24,21 @@ Faults (``Fault(kind, **options)`` or just the kind as a string)::
     huge            content of ``size`` bytes
     server_error    500
     echo_key        the completion text includes the request's bearer key
+    stream_stall    (a stream request) the first ``chunks`` chunks, then nothing for ``seconds``
+    reject_stream   400 "streaming is not supported" to stream requests (others answer normally)
+    overflow        400 context overflow worded as ``style`` llama.cpp / vllm / openai says it
+                    (``n_ctx``, ``n_prompt``); with ``when_over`` only when the request's text is longer
+    tool_text       a request with tools is answered in plain content, no tool call (a tool-less server)
+    length_valid    the whole (valid) text, but finish_reason "length"
+    ignore_limit    usage.completion_tokens over the request's limit (a server that ignores its name)
+    reject_param    400 "Unsupported parameter: '<param>'" when the request carries ``param``
+
+A request with ``"stream": true`` gets server-sent events (one chunk per ``stream_chunk`` characters,
+``stream_interval`` seconds apart, a usage chunk when ``stream_options.include_usage``) unless
+``streaming`` is False (then one JSON body, as a server without streaming). ``strict_roles`` answers
+400 "Conversation roles must alternate" (Gemma's template) to a stack that does not alternate.
+``GET /v1/models`` lists ``served`` (ids; default the model) with ``owned_by`` and ``n_ctx``;
+``GET /props`` gives ``n_ctx`` as llama.cpp does.
 
 Use the ``fake_openai`` pytest fixture (``tests/fakes/plugin.py``, imported by ``tests/conftest.py``) or
 ``with FakeOpenAI() as server:``.
@@ -77,6 +92,14 @@ class FakeOpenAI:
     def __init__(self, *, model: str = "fake-model", reply: Reply = None):
         self.model = model
         self.reply: Reply = DEFAULT_TURN if reply is None else reply
+        self.streaming = True
+        self.stream_chunk = 8
+        self.stream_interval = 0.0
+        self.strict_roles = False
+        self.served: list[str] | None = None
+        self.owned_by = "fake"
+        self.n_ctx: int | None = None
+        self.gets: list[str] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._standing = Fault()
@@ -138,6 +161,20 @@ class FakeOpenAI:
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                fake.gets.append(self.path)
+                if self.path.rstrip("/").endswith("/models"):
+                    entry = {"object": "model", "owned_by": fake.owned_by}
+                    if fake.n_ctx:
+                        entry["meta"] = {"n_ctx": fake.n_ctx}
+                    data = [{"id": name, **entry} for name in (fake.served or [fake.model])]
+                    fake._send(self, 200, json.dumps({"object": "list", "data": data}).encode())
+                elif self.path.rstrip("/").endswith("/props") and fake.n_ctx:
+                    payload = {"default_generation_settings": {"n_ctx": fake.n_ctx}, "total_slots": 1}
+                    fake._send(self, 200, json.dumps(payload).encode())
+                else:
+                    fake._error(self, 404, "File Not Found")
 
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("Content-Length") or 0)
@@ -204,12 +241,124 @@ class FakeOpenAI:
         payload = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code or None}}
         self._send(handler, status, json.dumps(payload, ensure_ascii=False).encode(), headers=headers)
 
+    def _sse(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], text: str, *, finish: str = "stop",
+              stall_after: int | None = None, stall_seconds: float = 0.0) -> None:
+        """``text`` as server-sent events (content deltas, or tool-call argument deltas for a tools request)."""
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.end_headers()
+        tools = body.get("tools") or []
+        name = (tools[0].get("function") or {}).get("name", "") if tools else ""
+
+        def event(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> None:
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                     **extra}
+            handler.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
+            handler.wfile.flush()
+
+        event({"role": "assistant", "content": None})
+        pieces = [text[i:i + self.stream_chunk] for i in range(0, len(text), self.stream_chunk)] or [""]
+        for i, piece in enumerate(pieces):
+            if stall_after is not None and i == stall_after:
+                self._stopping.wait(stall_seconds)
+                return
+            if self.stream_interval and self._stopping.wait(self.stream_interval):
+                return
+            if tools:
+                call = {"index": 0, "function": {"arguments": piece}}
+                if i == 0:
+                    call.update({"id": "call_1", "type": "function", "function": {"name": name, "arguments": piece}})
+                event({"tool_calls": [call]})
+            else:
+                event({"content": piece})
+        event({}, "tool_calls" if tools and finish == "stop" else finish)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}  # as a one-body answer's
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.model, "choices": [],
+                     "usage": usage}
+            handler.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.wfile.flush()
+
+    @staticmethod
+    def alternates(messages: list[dict[str, Any]]) -> bool:
+        roles = [m.get("role") for m in messages]
+        if roles and roles[0] == "system":
+            roles = roles[1:]
+        return all(role == ("user" if i % 2 == 0 else "assistant") for i, role in enumerate(roles))
+
     def _answer(self, handler: BaseHTTPRequestHandler, fault: Fault, body: dict[str, Any]) -> None:
         kind, opt = fault.kind, fault.options
         ok_json = lambda **kw: json.dumps(self._completion(body, self._text(body), **kw),  # noqa: E731
                                           ensure_ascii=False).encode()
-        if kind == "ok":
+        streamed = bool(body.get("stream")) and self.streaming
+        if self.strict_roles and not self.alternates(body.get("messages") or []):
+            self._error(handler, 400, "Unable to generate parser for this template. Automatic parser generation "
+                                      "failed: Jinja Exception: Conversation roles must alternate user/assistant/"
+                                      "user/assistant/...")
+        elif kind == "ok" and streamed:
+            self._sse(handler, body, self._text(body))
+        elif kind == "ok":
             self._send(handler, 200, ok_json())
+        elif kind == "stream_stall":
+            self._sse(handler, body, self._text(body), stall_after=int(opt.get("chunks", 2)),
+                      stall_seconds=float(opt.get("seconds", 30)))
+        elif kind == "reject_stream":
+            if body.get("stream"):
+                self._error(handler, 400, "Invalid parameter: 'stream': streaming is not supported", code="invalid")
+            else:
+                self._send(handler, 200, ok_json())
+        elif kind == "overflow":
+            size = len(json.dumps(body.get("messages"), ensure_ascii=False))
+            if opt.get("when_over") is not None and size <= int(opt["when_over"]):
+                if streamed:
+                    self._sse(handler, body, self._text(body))
+                else:
+                    self._send(handler, 200, ok_json())
+                return
+            n_ctx, n_prompt = int(opt.get("n_ctx", 512)), int(opt.get("n_prompt", 1981))
+            style = opt.get("style", "llama.cpp")
+            if style == "llama.cpp":
+                payload = {"error": {"code": 400, "message": f"request ({n_prompt} tokens) exceeds the available "
+                                     f"context size ({n_ctx} tokens), try increasing it",
+                                     "type": "exceed_context_size_error", "n_prompt_tokens": n_prompt, "n_ctx": n_ctx}}
+            elif style == "vllm":
+                payload = {"object": "error", "message": f"This model's maximum context length is {n_ctx} tokens. "
+                           f"However, you requested {n_prompt + 100} tokens ({n_prompt} in the messages, 100 in the "
+                           "completion). Please reduce the length of the messages or completion.",
+                           "type": "BadRequestError", "param": None, "code": 400}
+            else:
+                payload = {"error": {"message": f"This model's maximum context length is {n_ctx} tokens. However, "
+                                     f"your messages resulted in {n_prompt} tokens. Please reduce the length of the "
+                                     "messages.", "type": "invalid_request_error", "param": "messages",
+                                     "code": "context_length_exceeded"}}
+            self._send(handler, 400, json.dumps(payload).encode())
+        elif kind == "tool_text":
+            text = "I will just answer in plain text without calling any tool."
+            if streamed and not body.get("tools"):
+                self._sse(handler, body, self._text(body))
+            elif body.get("tools"):
+                self._send(handler, 200, json.dumps(completion(text, model=self.model)).encode())
+            else:
+                self._send(handler, 200, ok_json())
+        elif kind == "length_valid":
+            if streamed:
+                self._sse(handler, body, self._text(body), finish="length")
+            else:
+                self._send(handler, 200, ok_json(finish_reason="length"))
+        elif kind == "ignore_limit":
+            payload = self._completion(body, self._text(body))
+            payload["usage"] = {"prompt_tokens": 10, "completion_tokens": 5000, "total_tokens": 5010}
+            self._send(handler, 200, json.dumps(payload, ensure_ascii=False).encode())
+        elif kind == "reject_param":
+            param = opt.get("param", "max_completion_tokens")
+            if param in body:
+                self._error(handler, 400, f"Unsupported parameter: '{param}' is not supported with this model.",
+                            code="unsupported_parameter")
+            else:
+                self._send(handler, 200, ok_json())
         elif kind == "trickle":
             payload, interval, chunk = ok_json(), float(opt.get("interval", 0.5)), int(opt.get("chunk", 1))
             handler.send_response(200)

@@ -39,8 +39,8 @@ def test_history_replays_payloads_and_full_turn_json():
     submit_turn(chat, knowledge, "一回目", [], client)
     submit_turn(chat, knowledge, "二回目", [], client)
     second = client.requests[1].messages
-    assert second[2] == {"role": "user", "content": "ユーザー指示:\n一回目"}
-    assert json.loads(second[3]["content"]) == TURN
+    assert second[3] == {"role": "user", "content": "ユーザー指示:\n一回目"}  # after the few-shot pair
+    assert json.loads(second[4]["content"]) == TURN
 
 
 def test_clarify_turn_without_knowledge_keeps_the_previous_draft():

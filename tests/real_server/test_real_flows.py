@@ -1,0 +1,113 @@
+"""Every flow against llama.cpp's real server with Gemma 3 270M and Gemma's official chat template:
+the knowledge page (AppTest) with each strategy, the diagnosis API, the FAQ flow with each strategy.
+What is asserted is the wire (see ``conftest.check_records``), not the words of a 270M model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from streamlit.testing.v1 import AppTest
+
+from api.main import app, get_client, get_retriever, get_settings
+from core.faq.config import FAQConfig
+from core.faq.flow import ask, start_session
+from core.faq.kb import default_kb
+from core.llm.registry import ProviderRegistry
+from core.llm.settings import load_settings
+from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
+from core.llm.stream import RecordingSink, stream_to
+from core.store import get_store
+from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever
+from tests.real_server.conftest import KNOWLEDGE_OUTPUT_TOKENS, SMALL_CTX, check_records, real_env
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+CHAINS = ([STRUCTURED_OUTPUT], [TOOL_CALL, STRUCTURED_OUTPUT], [PROMPT_EXTRACT])
+WRONG_MODEL = "gpt-4o-does-not-exist"
+
+
+def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypatch):
+    # The configured name is not the one the server serves: llama.cpp answers anyway, the sidebar says so
+    # and every record keeps the id the server reported.
+    real_env(monkeypatch, llama, OPENAI_MODEL=WRONG_MODEL, KAIWA_MAX_OUTPUT_TOKENS=str(KNOWLEDGE_OUTPUT_TOKENS))
+    at = AppTest.from_file(APP, default_timeout=900)
+    at.run()
+    assert not at.exception
+    assert any("提供モデルにありません" in w.value for w in at.sidebar.warning)
+    registry = at.session_state["provider_registry"]
+    for chain in CHAINS:
+        # what the sidebar's strategy picker does (AppTest reruns only the page, not app.py's sidebar): a
+        # provider switch, after which the model is checked again
+        at.session_state["llm_client"] = registry.set_active("openai", model=WRONG_MODEL, strategies=tuple(chain))
+        assert at.session_state["llm_client"].server_info.notice
+        before = len(at.session_state["debug_logs"])
+        at.chat_input(key="knowledge_input").set_value("秘密保持契約の有効期間で揉めました。").run()
+        assert not at.exception
+        records = list(at.session_state["debug_logs"])[before:]
+        check_records(records, model=llama.model, cap=KNOWLEDGE_OUTPUT_TOKENS)
+        assert all(r["model_configured"] == WRONG_MODEL for r in records)
+        if chain[0] == TOOL_CALL:  # /props said the template shows no tools: not even sent, the next strategy
+            assert records[0]["strategy"] == TOOL_CALL and records[0]["outcome"] == "provider_error:unsupported"
+            assert records[0]["call"]["not_sent"] and records[1]["strategy"] == STRUCTURED_OUTPUT
+            assert sum(r["strategy"] == TOOL_CALL for r in records) == 1
+        stats = at.session_state["stream_stats"][-1]
+        assert stats["key"] == "knowledge_llm_turn" and stats["updates"] >= 2  # deltas reached the page
+        assert stats["server_ttft_ms"] > 0 and stats["token_to_page_ms"] >= 0
+        last = at.session_state["chat"][-1]
+        if last.get("failed"):  # a typed failure, said in Japanese; nothing the user typed is lost
+            assert last["error_type"] and at.session_state["chat"][-2]["user_text"]
+        else:
+            assert last["content"] and stats["chars"] == len(last["content"])  # the streamed text is the answer
+
+
+def test_diagnosis_api_through_gemma(llama, monkeypatch, tmp_path):
+    real_env(monkeypatch, llama)
+    monkeypatch.setenv("KAIWA_DB_URL", f"sqlite:///{tmp_path / 'api.db'}")
+    settings = load_settings()
+    client = ProviderRegistry(settings).get_active()
+    app.dependency_overrides.update({get_client: lambda: client, get_settings: lambda: settings,
+                                     get_retriever: KeywordManualRetriever})
+    try:
+        api = TestClient(app, raise_server_exceptions=False)
+        health = api.get("/healthz").json()
+        assert health["model"] == health["served_model"] == llama.model and health["context_tokens"] == 2048
+        assert "model_notice" not in health
+        sid = api.post("/api/chat", json={}).json()["session_id"]
+        steps = [{"action": "select_vehicle", "action_value": MIRAI}, {"action": "confirm_photo", "action_value": "yes"},
+                 {"message": "ブレーキを踏むとキーキー鳴ります"}]
+        for body in steps:
+            response = api.post("/api/chat", json={"session_id": sid, **body})
+            assert response.status_code == 200, response.text
+            reply = response.json()
+            assert reply["prompt"]["message"] and "Traceback" not in response.text
+        assert reply["current_step"] in ("diagnosing", "urgency_check", "reservation", "done", "free_text")
+    finally:
+        app.dependency_overrides.clear()
+    records = get_store().list_debug_records(conversation_id=sid)
+    check_records(records, model=llama.model)
+    assert {r["task"] for r in records} & {"diagnostic_response", "rag_answer"}
+    assert not [r for r in records if r["outcome"] == "provider_error:context_overflow"]  # fitted before sending
+    fitted = [r for r in records if r["call"].get("fit")]
+    assert all(r["call"]["prompt_tokens_est"] > 0 for r in fitted)
+
+
+@pytest.mark.parametrize("chain", CHAINS, ids=lambda c: "+".join(c))
+def test_faq_flow_through_gemma_on_a_small_context(llama_small, monkeypatch, chain):
+    real_env(monkeypatch, llama_small)
+    client = ProviderRegistry(load_settings()).get_active()
+    assert client.context_tokens == SMALL_CTX  # read from the server (/props)
+    client.strategies = tuple(chain)
+    log, sink = [], RecordingSink()
+    with stream_to(sink):
+        result = ask(start_session(f"real-{chain[0]}"), "オイル交換の目安は？", client=client, kb=default_kb(), log=log,
+                     config=FAQConfig(plan_with_model=False))  # IR and NLG on the model, the tool plan by rule
+    assert result.message and result.outcome in ("answered", "not_found", "fallback", "smalltalk", "handoff", "refused")
+    check_records(log, model=llama_small.model)
+    assert log[0]["task"] == "faq_intent" and log[0]["strategy"] == chain[0]
+    assert not [r for r in log if r["outcome"] == "provider_error:template"]
+    # what the model's intent led to decides which nodes ran; when the answer node ran, its articles were
+    # trimmed to the small context before sending and its text streamed
+    for record in (r for r in log if r["task"] == "faq_answer" and not r["call"].get("not_sent")):
+        assert "参照テキスト" in " ".join(record["call"].get("fit", [])) and record["call"]["size"] > 0
+        if record["outcome"] == "ok":
+            assert sink.updates("faq_answer")
