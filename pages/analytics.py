@@ -1,6 +1,7 @@
 """分析: the store's analytics (issue #9) for a date range in Japan time and a provider filter — the interview
 funnel, model quality, diagnosis outcomes and FAQ rates; every table downloadable as CSV (UTF-8 with BOM).
-The figures come from ``core.analytics``; this page only labels and draws them."""
+The figures come from ``core.analytics`` (aggregated by the database, cached per period by ``ui.cache`` until
+the store changes); this page only labels and draws them."""
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
@@ -13,7 +14,8 @@ from core.diagnosis.view import LEVEL_LABELS, STEP_LABELS
 from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
 from core.text.jst import JST, jst
-from ui.session import leave_pages_directory_mode, store
+from ui import cache
+from ui.session import leave_pages_directory_mode
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -77,11 +79,10 @@ period = date_col.date_input("期間（日本時間）", value=(today - timedelt
                              key="an_dates")
 picked = list(period) if isinstance(period, (list, tuple)) else [period]
 start, end = (picked[0], picked[-1]) if picked else (today, today)
-frames = analytics.load_frames(store(), datetime.combine(start, time(), JST),
-                               datetime.combine(end + timedelta(days=1), time(), JST))
-providers = provider_col.multiselect("プロバイダー", analytics.provider_options(frames), placeholder="すべて",
+since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
+providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
-frames = analytics.filter_providers(frames, providers)
+frames = cache.analytics_frames(since, until, providers)  # computed by the database, kept until the store changes
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 

@@ -109,3 +109,26 @@ def test_an_empty_store_renders_every_section_without_errors():
     assert any("モデル呼び出しの記録はありません" in i.value for i in at.info)
     assert table(at, "段階")["会話数"].sum() == 0
     assert len(at.get("download_button")) == TABLES
+
+
+def test_a_rerun_reads_only_the_change_stamps_until_a_new_turn_is_stored(seeded):
+    """The period's figures are cached (shared by every session) until the store changes: a rerun with
+    nothing new runs no query but the stamps'; a new turn shows up on the next rerun."""
+    from sqlalchemy import event
+
+    at = page()
+    statements: list[str] = []
+    event.listen(seeded.engine, "before_cursor_execute",
+                 lambda *args: statements.append(args[2]) if args[2] != "BEGIN" else None)
+    at.run()
+    assert not at.exception and statements and all("stamp" in s for s in statements), statements
+    before = table(at, "段階").set_index("段階")["会話数"]["開始"]
+    conversation(seeded, "knowledge", knowledge_chat(("collect_case",)), provider="openai")
+    statements.clear()
+    at.run()
+    assert table(at, "段階").set_index("段階")["会話数"]["開始"] == before + 1
+    assert any("GROUP BY" in s for s in statements)  # read afresh, aggregated by the database
+    other = page()  # another browser session: the same cached figures, nothing recomputed
+    statements.clear()
+    other.run()
+    assert all("stamp" in s for s in statements)
