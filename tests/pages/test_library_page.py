@@ -3,7 +3,6 @@ the database, the selection following the entry that was saved (issue #15), expo
 from __future__ import annotations
 
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 import core.knowledge.export as export
@@ -114,20 +113,6 @@ def test_a_page_past_the_end_turns_back_to_the_last_page(clock):
         get_store().set_entry_status(entry_id, "archive", None)
     at.run()
     assert not at.exception and len(at.dataframe[0].value) == 40 and not at.number_input
-
-
-@pytest.fixture
-def deferred(monkeypatch):
-    """The download buttons' callables, by file name (what runs when the user clicks)."""
-    made: dict[str, object] = {}
-    original = MediaFileManager.add_deferred
-
-    def capture(self, callable_, mimetype, coordinates, file_name=None, **kwargs):
-        made[file_name] = callable_
-        return original(self, callable_, mimetype, coordinates, file_name=file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", capture)
-    return made
 
 
 def test_exports_are_built_when_clicked_from_every_entry_found_not_on_each_rerun(clock, deferred, monkeypatch):
