@@ -43,7 +43,12 @@ class DebugQuery:
 
 
 def _as_record(row: Any) -> dict[str, Any]:
-    return {**(loads(row.record, {}) or {}), "id": row.id, "owner": row.owner}
+    """The stored record with its ``id`` and ``owner`` (and its ``time``: when it was stored, if it names none)."""
+    record = loads(row.record, {})
+    record = record if isinstance(record, dict) else {}
+    if not record.get("time"):
+        record["time"] = row.created_at
+    return {**record, "id": row.id, "owner": row.owner}
 
 
 class DebugRecordsStore:
@@ -73,7 +78,7 @@ class DebugRecordsStore:
                            since: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
         """Oldest first (the newest ``limit``); each is the record dict plus its ``id`` and ``owner``."""
         c = t.debug_records.c
-        stmt = select(c.id, c.owner, c.record).order_by(c.id.desc()).limit(limit)
+        stmt = select(c.id, c.owner, c.created_at, c.record).order_by(c.id.desc()).limit(limit)
         if conversation_id:
             stmt = stmt.where(c.conversation_id == conversation_id)
         if flow:
@@ -143,8 +148,8 @@ class DebugRecordsStore:
         first (as the list shows them)."""
         c = t.debug_records.c
         with self._read() as conn:
-            stmt = (select(c.id, c.owner, c.record).where(*self._debug_where(conn, query)).order_by(c.id.desc())
-                    .limit(limit).offset(max(0, int(offset))))
+            stmt = (select(c.id, c.owner, c.created_at, c.record).where(*self._debug_where(conn, query))
+                    .order_by(c.id.desc()).limit(limit).offset(max(0, int(offset))))
             rows = conn.execute(stmt).all()
         return [_as_record(r) for r in reversed(rows)]
 
@@ -164,7 +169,7 @@ class DebugRecordsStore:
             return {}
         c = t.debug_records.c
         with self._read() as conn:
-            rows = conn.execute(select(c.id, c.owner, c.record).where(c.id.in_(wanted))).all()
+            rows = conn.execute(select(c.id, c.owner, c.created_at, c.record).where(c.id.in_(wanted))).all()
         return {r.id: _as_record(r) for r in rows}
 
     def debug_ids(self, query: DebugQuery = DebugQuery(), *, limit: int = 100) -> list[int]:
