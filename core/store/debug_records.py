@@ -20,6 +20,7 @@ from core.store import tables as t
 from core.store.base import distinct_values, dumps, loads, require, who
 
 TEXT_SEARCH_WINDOW = 5000  # the free-text search reads at most this many of the newest matching records
+_INSERT = insert(t.debug_records).returning(t.debug_records.c.id)
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,14 @@ class DebugRecordsStore:
 
     def add_debug_record(self, record: Mapping[str, Any], owner: Any = None) -> int:
         """Store one (already masked) debug record, shared by every operator; returns its id."""
-        with self._write() as conn:
-            return conn.execute(insert(t.debug_records).values(
-                conversation_id=str(record.get("session_id") or "")[:80] or None,
-                created_at=str(record.get("time") or self.now()), owner=who(owner)[0],
-                flow=record.get("flow"), step=str(record.get("step") or "")[:60], provider=record.get("provider"),
-                model=str(record.get("model") or "")[:200], strategy=record.get("strategy"),
-                outcome=str(record.get("outcome") or "")[:80], record=dumps(dict(record)), **record_columns(record))
-                .returning(t.debug_records.c.id)).scalar_one()
+        values = {"conversation_id": str(record.get("session_id") or "")[:80] or None,
+                  "created_at": str(record.get("time") or self.now()), "owner": who(owner)[0],
+                  "flow": record.get("flow"), "step": str(record.get("step") or "")[:60],
+                  "provider": record.get("provider"), "model": str(record.get("model") or "")[:200],
+                  "strategy": record.get("strategy"), "outcome": str(record.get("outcome") or "")[:80],
+                  "record": dumps(dict(record)), **record_columns(record)}
+        with self._write() as conn:  # one statement compiled once, the values bound (a record on every model call)
+            return conn.execute(_INSERT, values).scalar_one()
 
     def annotate_debug_record(self, record_id: int, fields: Mapping[str, Any]) -> None:
         """Add keys to a stored record (e.g. the judgment method, known only after later calls)."""
