@@ -335,11 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", metavar="URL", default=None,
                         help="PostgreSQL cluster URL (default: KAIWA_TEST_PG_URL); the seeded databases are kept there")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="store sizes (conversations)")
-    parser.add_argument("--seed-only", action="store_true", help="make the stores, measure nothing")
+    parser.add_argument("--seed-only", choices=("sqlite", "postgresql", "both"),
+                        help="make (or check) the stores of one engine, measure nothing")
     args = parser.parse_args(argv)
     if args.seed_only:
         pg_url = args.pg or (os.environ.get("KAIWA_TEST_PG_URL") or "").strip() or None
-        for engine in ["sqlite"] + (["postgresql"] if pg_url else []):
+        for engine in [e for e in ("sqlite", "postgresql") if args.seed_only in (e, "both")]:
             for n in args.sizes:
                 print(_seeded(n, engine, pg_url))
         return 0

@@ -62,7 +62,7 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
 def show(table: pd.DataFrame, key: str, *, index: bool = False) -> pd.DataFrame:
     shown = labelled(table)
     st.dataframe(shown, hide_index=not index, width="stretch", key=f"an_table_{key}")
-    st.download_button("CSV をダウンロード", shown.to_csv(index=index).encode("utf-8-sig"),
+    st.download_button("CSV をダウンロード", lambda: shown.to_csv(index=index).encode("utf-8-sig"),  # made on click
                        file_name=f"{key}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{key}")
     return shown
 

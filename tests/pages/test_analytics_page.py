@@ -6,7 +6,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from core import analytics
@@ -16,21 +15,6 @@ from tests.core.test_analytics import OPERATOR_ID, call, conversation, diag_chat
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "analytics.py")
 TABLES = 12  # every st.dataframe on the page has its own download
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    """The files the page offers for download: {file name: bytes}."""
-    files: dict[str, bytes] = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def capture(self, path_or_data, mimetype, kind, filename=None):
-        if filename and isinstance(path_or_data, bytes):
-            files[filename] = path_or_data
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
-    return files
 
 
 @pytest.fixture
@@ -66,7 +50,7 @@ def table(at: AppTest, column: str):
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
-def test_the_page_shows_each_sections_numbers(seeded, downloads):
+def test_the_page_shows_each_sections_numbers(seeded, deferred):
     at = page()
     assert [t.label for t in at.tabs] == ["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"]
     assert {"インタビューのファネル", "タスク・プロバイダー・プロンプト版ごとの品質", "緊急度別の結果", "結果の内訳"} <= {
@@ -87,6 +71,7 @@ def test_the_page_shows_each_sections_numbers(seeded, downloads):
 
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["CSV をダウンロード"] * TABLES and len(at.dataframe) == TABLES
+    downloads = {name: make() for name, make in deferred.items()}  # each CSV is made when its button is clicked
     assert len(downloads) == TABLES
     csv = next(data for name, data in downloads.items() if name.startswith("faq_not_found_"))
     assert csv.startswith(b"\xef\xbb\xbf") and "090" not in csv.decode("utf-8-sig")
