@@ -7,6 +7,9 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * extract — :mod:`bench.extract` (``extract_document`` vs plain pypdf);
 * retrieval — :mod:`bench.scale` (10k chunks vs Chroma + bm25s; recall@5 from :mod:`bench.rag_recall`);
 * console — :mod:`bench.rerun` (AppTest rerun of every page with a 20-turn history);
+* pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
+  ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` needs the stores seeded once: ``python -m bench.pages
+  --seed-only both``);
 * mask, store, urgency — :mod:`bench.mask`, :mod:`bench.store`, :mod:`bench.urgency`.
 
 ``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine once the 10k
@@ -25,7 +28,7 @@ import time
 import warnings
 from typing import Any
 
-SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "urgency")
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "mask", "store", "urgency")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -38,6 +41,10 @@ FIGURES = (
     ("reopen_s_10k", "≤ 2 s", "new process: open the 10k index until searchable"),
     ("rerun_ms_p50", "≤ 100 ms", "Streamlit rerun p50 per page, 20-turn history"),
     ("rerun_growth_20_vs_2", "≈ 1", "rerun p50 at 20 turns / at 2 turns"),
+    ("pages_rerun_ms_sqlite", "see goal", "page rerun p50 (ms) per store size, SQLite (bench.pages)"),
+    ("pages_growth_sqlite", "≤ 1.5", "page rerun at 20k conversations / at 1k, SQLite"),
+    ("pages_rerun_ms_postgresql", "see goal", "the same on PostgreSQL (KAIWA_TEST_PG_URL)"),
+    ("pages_growth_postgresql", "≤ 1.5", "page rerun at 20k / at 1k, PostgreSQL"),
     ("mask_time_ratio_1mb_vs_100kb", "≈ 10", "masking time 1 MB / 100 KB (linear = 10)"),
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
     ("urgency_heldout_accuracy", "—", "urgency classifier accuracy on held-out utterances"),

@@ -22,11 +22,17 @@ counts).
   the first visitor after a write waits for. It reads the store and grows with what the page reads (分析:
   the 30-day period's conversations).
 * ``library_search`` is ナレッジライブラリ with 「賠償」 in the search box.
+* ``session_kb`` — what one browser session keeps (its session state, pickled) on each page at the largest
+  size: the shared caches are not in it, so the server's memory does not grow with its sessions.
+
+``--quick`` (and ``python -m bench --quick``) measures only stores that were already seeded.
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import pickle
 import random
 import statistics
 import sys
@@ -45,7 +51,8 @@ from core.store.chat_sync import COLUMNS
 from core.store.store import Store
 
 SIZES = (1_000, 20_000)
-SEED_VERSION = 1
+SEED_VERSION = 2
+WORKERS = 3  # seeding processes
 CACHE_DIR = ROOT / "var" / "bench" / "pages"
 APP = str(ROOT / "app.py")
 PAGES = ("analytics", "library", "library_search", "debug_log", "bookings", "knowledge", "diagnosis", "faq",
@@ -169,27 +176,47 @@ def _columns(flow: str, entry: dict[str, Any]) -> dict[str, Any]:
     return columns
 
 
-def seed(store: Store, n: int, *, seed_value: int = 17, progress: bool = False) -> None:
-    """``n`` conversations (the three flows in turn) through the store's API, spread over the last 365 days."""
-    rng = random.Random(seed_value)
+def seed(store: Store, n: int, *, seed_value: int = 17, until: datetime | None = None, part: int = 0,
+         parts: int = 1, progress: bool = False) -> None:
+    """Conversations ``part``, ``part + parts``, … of ``n`` (the three flows in turn) through the store's API,
+    spread over the 365 days before ``until``. Each conversation has its own random generator, so the
+    content does not depend on how many processes share the seeding."""
     clock = _Clock()
-    start = clock.at - timedelta(days=365)
+    end = until or clock.at
+    start = end - timedelta(days=365)
     spacing = timedelta(days=365) / max(1, n)
     saved = store_base.now_iso
     store_base.now_iso = clock.iso
     try:
-        for i in range(n):
+        for i in range(part, n, parts):
+            rng = random.Random(f"{seed_value}-{i}")
             clock.at = start + spacing * i
             owner, provider = OPERATORS[i % len(OPERATORS)], "openai" if rng.random() < 0.5 else "offline"
             (_knowledge, _diagnosis, _faq)[i % 3](store, clock, rng, owner, provider)
-            if progress and i and i % 1000 == 0:
+            if progress and i and i % 1000 < parts:
                 print(f"  seeded {i:,} / {n:,}", file=sys.stderr, flush=True)
     finally:
         store_base.now_iso = saved
 
 
-def _seeded(n: int, engine: str, pg_url: str | None) -> str:
-    """The URL of a seeded store of ``n`` conversations (made now, or kept from an earlier run)."""
+def _seed_part(url: str, n: int, until: datetime, part: int, parts: int) -> None:
+    store = Store(url)
+    try:
+        seed(store, n, until=until, part=part, parts=parts, progress=part == 0)
+    finally:
+        store.engine.dispose()
+
+
+def _seeded(n: int, engine: str, pg_url: str | None, *, make: bool = True) -> str:
+    """The URL of a seeded store of ``n`` conversations (made now, or kept from an earlier run). With
+    ``make=False`` a store that is not there yet raises instead of being seeded (``--quick`` stays quick)."""
+    if not make:
+        url = (f"sqlite:///{CACHE_DIR / f'sqlite-{n}-v{SEED_VERSION}.db'}" if engine == "sqlite" else
+               make_url(pg_url).set(database=f"kaiwa_bench_pages_{n}_v{SEED_VERSION}").render_as_string(False))
+        if (engine == "sqlite" and not (CACHE_DIR / f"sqlite-{n}-v{SEED_VERSION}.db").exists()) or not _complete(url, n):
+            raise RuntimeError(f"no seeded {engine} store of {n:,} conversations: run "
+                               "`python -m bench.pages --seed-only both` once (it takes a while)")
+        return url
     if engine == "sqlite":
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         path = CACHE_DIR / f"sqlite-{n}-v{SEED_VERSION}.db"
@@ -229,12 +256,18 @@ def _complete(url: str, n: int) -> bool:
         store.engine.dispose()
 
 
-def _seed_into(url: str, n: int) -> None:
-    store = Store(url)
+def _seed_into(url: str, n: int, workers: int = WORKERS) -> None:
+    """Seed ``n`` conversations with ``workers`` processes (the store's API is per row; the Python around
+    each write is most of the time, and SQLite queues the writers itself)."""
+    Store(url).engine.dispose()  # migrate once, before the workers start
     started = time.perf_counter()
-    print(f"seeding {n:,} conversations into {store.dialect} (kept for later runs) …", file=sys.stderr, flush=True)
+    print(f"seeding {n:,} conversations into {make_url(url).get_backend_name()} with {workers} processes "
+          "(kept for later runs) …", file=sys.stderr, flush=True)
+    until = datetime.now(timezone.utc)
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.starmap(_seed_part, [(url, n, until, part, workers) for part in range(workers)])
+    store = Store(url)
     try:
-        seed(store, n, progress=True)
         with store._write() as conn:
             store._audit(conn, None, "bench.seeded", "bench", f"seeded-{n}-v{SEED_VERSION}")
     finally:
@@ -252,8 +285,21 @@ def _open(page: str):
     return at
 
 
+def _session_kb(at: Any) -> float:
+    """What one browser session keeps (its session state, pickled), in KB: the server's memory per session."""
+    size = 0
+    for key, value in at.session_state.to_dict().items():
+        if key in ("llm_client", "provider_registry", "debug_logs"):  # the same small objects on every page
+            continue
+        try:
+            size += len(pickle.dumps(value))
+        except Exception:  # noqa: BLE001 - an unpicklable widget value: not a cached table
+            continue
+    return round(size / 1024, 1)
+
+
 def measure(url: str, reruns: int) -> dict[str, dict[str, float]]:
-    """``{page: {"first": ms, "rerun": ms}}`` for the store at ``url``."""
+    """``{page: {"first": ms, "rerun": ms, "session_kb": kb}}`` for the store at ``url``."""
     import streamlit as st  # lazy: Streamlit only when measuring
 
     saved = {k: os.environ.get(k) for k in ("KAIWA_DB_URL", "OPENAI_API_KEY", "KAIWA_PROVIDER")}
@@ -284,7 +330,8 @@ def measure(url: str, reruns: int) -> dict[str, dict[str, float]]:
                 times.append((time.perf_counter() - started) * 1000)
             if at.exception:
                 raise RuntimeError(f"{page}: {at.exception}")
-            out[page] = {"first": round(first, 1), "rerun": round(statistics.median(times), 1)}
+            out[page] = {"first": round(first, 1), "rerun": round(statistics.median(times), 1),
+                         "session_kb": _session_kb(at)}
     finally:
         for k, v in saved.items():
             if v is None:
@@ -303,12 +350,13 @@ def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] =
     engines = ["sqlite"] + (["postgresql"] if pg_url else [])
     result: dict[str, Any] = {"pages_reruns": reruns, "pages_sizes": list(sizes)}
     for engine in engines:
-        figures = {n: measure(_seeded(n, engine, pg_url), reruns) for n in sizes}
+        figures = {n: measure(_seeded(n, engine, pg_url, make=not quick), reruns) for n in sizes}
         small, large = min(sizes), max(sizes)
         result[f"pages_rerun_ms_{engine}"] = {n: {p: f["rerun"] for p, f in figures[n].items()} for n in sizes}
         result[f"pages_first_ms_{engine}"] = {n: {p: f["first"] for p, f in figures[n].items()} for n in sizes}
         result[f"pages_growth_{engine}"] = {p: round(figures[large][p]["rerun"] / figures[small][p]["rerun"], 2)
                                             for p in PAGES}
+        result[f"pages_session_kb_{engine}"] = {p: figures[large][p]["session_kb"] for p in PAGES}
     return result
 
 
@@ -325,7 +373,8 @@ def _table(result: dict[str, Any]) -> str:
         lines.append(f"{'page':16s} " + " ".join(f"{f'{n:,}':>20s}" for n in sizes) + f"  {'growth':>7s}")
         for page in PAGES:
             cells = " ".join(f"{rerun[n][page]:>9.0f} ({first[n][page]:>7.0f})" for n in sizes)
-            lines.append(f"{page:16s} {cells}  {rerun[large][page] / rerun[small][page]:>7.2f}")
+            lines.append(f"{page:16s} {cells}  {rerun[large][page] / rerun[small][page]:>7.2f}"
+                         f"  session {result[f'pages_session_kb_{engine}'][page]:>6.1f} KB")
     return "\n".join(lines)
 
 
