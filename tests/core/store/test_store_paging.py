@@ -269,3 +269,23 @@ def _plan(store: Store, sql: str, params: dict) -> str:
 def test_every_filter_the_pages_offer_has_an_index(store, sql, index):
     plan = _plan(store, sql, {"v": "x"})
     assert any(name in plan for name in ((index,) if isinstance(index, str) else index)), plan
+
+
+def test_a_sessions_working_copy_keeps_summaries_of_stored_records(store):
+    from core.store.debug_sink import StoredDebugLog
+
+    log = StoredDebugLog(store, "u")
+    log.append({"session_id": "c", "flow": "faq", "outcome": "ok", "raw_output": "x" * 100_000,
+                "messages": [{"role": "user", "content": "y" * 100_000}], "errors": ["e" * 1000]})
+    [kept] = log
+    assert kept["flow"] == "faq" and "messages" not in kept and "raw_output" not in kept
+    assert len(repr(kept)) < 1000  # what a session holds per call
+    assert store.get_debug_records([kept["_store_id"]])[kept["_store_id"]]["raw_output"] == "x" * 100_000
+
+    class Broken:
+        def add_debug_record(self, record, owner):
+            raise RuntimeError("database down")
+
+    unstored = StoredDebugLog(Broken(), "u")
+    unstored.append({"flow": "faq", "raw_output": "only copy"})
+    assert unstored[0]["raw_output"] == "only copy"  # nothing is lost when the store cannot take it
