@@ -107,7 +107,9 @@ def _debug_values(url: str, stamps: Any, column: str) -> list[str]:
 def _debug_page(url: str, stamps: Any, query: DebugQuery, offset: int, limit: int
                 ) -> tuple[list[dict[str, Any]], int, int]:
     s = get_store(url)
-    return s.debug_page(query, limit=limit, offset=offset), s.count_debug_records(query=query), s.count_debug_records()
+    matched = s.count_debug_records(query=query)
+    return s.debug_page(query, limit=limit, offset=offset), matched, (
+        matched if query == DebugQuery() else s.count_debug_records())
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
