@@ -59,12 +59,25 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return shown.rename(columns=COLUMNS)
 
 
-def show(table: pd.DataFrame, key: str, *, index: bool = False) -> pd.DataFrame:
-    shown = labelled(table)
-    st.dataframe(shown, hide_index=not index, width="stretch", key=f"an_table_{key}")
+@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=16, show_spinner=False)
+def labelled_all(key: tuple, _figures: dict) -> dict[str, pd.DataFrame]:
+    """Every table labelled, once per set of figures (``key`` names them); the not-found questions' times in JST."""
+    tables = {name: labelled(table) for name, table in _figures.items()}
+    missed = _figures["faq_top_not_found"]
+    tables["faq_not_found"] = labelled(missed.assign(last_asked=missed["last_asked"].map(jst)))
+    return tables
+
+
+def show(name: str, *, index: bool = False) -> pd.DataFrame:
+    shown = tables[name]
+    cache.replay("dataframe", (key, name), shown, hide_index=not index, width="stretch")
     st.download_button("CSV をダウンロード", lambda: shown.to_csv(index=index).encode("utf-8-sig"),  # made on click
-                       file_name=f"{key}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{key}")
+                       file_name=f"{name}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{name}")
     return shown
+
+
+def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
+    cache.replay(kind, (key, name), data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):
@@ -82,62 +95,58 @@ start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
-frames = cache.analytics_frames(since, until, providers)  # computed by the database, kept until the store changes
+key, figures = cache.analytics_figures(since, until, providers)  # computed by the database, kept until a write
+tables = labelled_all(key, figures)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 
 with interview:
     st.subheader("インタビューのファネル")
-    funnel = show(analytics.interview_funnel(frames), "interview_funnel")
-    st.bar_chart(funnel, x="段階", y="会話数", sort=False)
+    chart("bar", "interview_funnel", show("interview_funnel"), x="段階", y="会話数", sort=False)
     st.subheader("到達までのユーザーターン数")
-    show(analytics.turns_to_phase(frames), "turns_to_phase")
+    show("turns_to_phase")
     st.subheader("フェーズ別の離脱")
-    dropoff = show(analytics.phase_dropoff(frames), "phase_dropoff")
-    st.bar_chart(dropoff, x="フェーズ", y="ここで終了", sort=False)
+    chart("bar", "phase_dropoff", show("phase_dropoff"), x="フェーズ", y="ここで終了", sort=False)
     st.subheader("ナレッジの確定")
-    show(analytics.entries_confirmed(frames), "entries_confirmed")
+    show("entries_confirmed")
 
 with quality:
     st.subheader("タスク・プロバイダー・プロンプト版ごとの品質")
-    table = analytics.model_quality(frames)
-    if table.empty:
+    if figures["model_quality"].empty:
         st.info("この期間のモデル呼び出しの記録はありません（デバッグログがオンのときに記録されます）。")
-    show(table, "model_quality")
-    over_time = analytics.quality_over_time(frames)
+    show("model_quality")
+    over_time = figures["quality_over_time"]
     if not over_time.empty:
         st.caption("初回で有効な割合の推移（日別）: プロンプトを変えると段差として現れます。")
-        st.line_chart(over_time.rename_axis("日付"))
+        chart("line", "quality_over_time", over_time.rename_axis("日付"))
     st.subheader("構造化出力の方式")
-    mix = analytics.method_mix(frames)
-    show(mix, "method_mix")
+    mix = figures["method_mix"]
+    show("method_mix")
     if not mix.empty:
-        st.bar_chart(mix.set_index("task"), horizontal=True)
+        chart("bar", "method_mix", mix.set_index("task"), horizontal=True)
     st.subheader("エラー種別")
-    show(analytics.error_types(frames), "error_types")
+    show("error_types")
 
 with diagnosis:
-    summary = analytics.diagnosis_summary(frames)
+    summary = figures["diagnosis_summary"]
     c1, c2, c3 = st.columns(3)
     c1.metric("問診の会話", int(figure(summary, "conversations")))
     c2.metric("予約率", f"{figure(summary, 'booking_rate'):.1%}")
     c3.metric("回答あたりの引用数", f"{figure(summary, 'citations_per_answer'):.2f}")
     st.subheader("緊急度別の結果")
-    outcomes = show(analytics.diagnosis_outcomes(frames), "diagnosis_outcomes")
+    outcomes = show("diagnosis_outcomes")
     if not outcomes.empty:
-        st.bar_chart(outcomes, x="緊急度", y=["完了", "予約あり"], sort=False, stack=False)
+        chart("bar", "diagnosis_outcomes", outcomes, x="緊急度", y=["完了", "予約あり"], sort=False, stack=False)
     st.subheader("会話が止まったステップ")
-    steps = show(analytics.diagnosis_end_steps(frames), "diagnosis_end_steps")
+    steps = show("diagnosis_end_steps")
     if not steps.empty:
-        st.bar_chart(steps, x="ステップ", y="会話数", sort=False)
+        chart("bar", "diagnosis_end_steps", steps, x="ステップ", y="会話数", sort=False)
     st.subheader("指標")
-    show(summary, "diagnosis_summary")
+    show("diagnosis_summary")
 
 with faq:
     st.subheader("結果の内訳")
-    rates = show(analytics.faq_rates(frames), "faq_rates")
-    st.bar_chart(rates, x="結果", y="率", sort=False)
+    chart("bar", "faq_rates", show("faq_rates"), x="結果", y="率", sort=False)
     st.subheader("該当記事がなかった質問（多い順）")
     st.caption("個人情報はマスクしています。ナレッジベースに追加すべき記事の候補です。")
-    missed = analytics.faq_top_not_found(frames, 20)
-    show(missed.assign(last_asked=missed["last_asked"].map(jst)), "faq_not_found")
+    show("faq_not_found")

@@ -35,9 +35,18 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
+FIGURES = ("interview_funnel", "turns_to_phase", "phase_dropoff", "entries_confirmed", "model_quality",
+           "quality_over_time", "method_mix", "error_types", "diagnosis_summary", "diagnosis_outcomes",
+           "diagnosis_end_steps", "faq_rates")
+
+
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _frames(url: str, stamps: Any, since: datetime, until: datetime, providers: tuple[str, ...]) -> analytics.Frames:
-    return analytics.load_frames(get_store(url), since, until, providers)
+def _figures(url: str, stamps: Any, since: datetime, until: datetime, providers: tuple[str, ...]
+             ) -> dict[str, Any]:
+    frames = analytics.load_frames(get_store(url), since, until, providers)
+    tables = {name: getattr(analytics, name)(frames) for name in FIGURES}
+    tables["faq_top_not_found"] = analytics.faq_top_not_found(frames, 20)
+    return tables
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
@@ -45,13 +54,27 @@ def _providers(url: str, stamps: Any, since: datetime, until: datetime) -> list[
     return analytics.provider_options(get_store(url), since, until)
 
 
-def analytics_frames(since: datetime, until: datetime, providers: list[str]) -> analytics.Frames:
-    """The period's figures (until the next write to the store)."""
-    return _frames(_url(), stamp(), since, until, tuple(sorted(providers)))
+def analytics_figures(since: datetime, until: datetime, providers: list[str]) -> tuple[tuple, dict[str, Any]]:
+    """``(key, tables)``: every table of 分析 for the period (``core.analytics`` function name → table),
+    computed by the database once for all sessions until the next write to the store, and a key that
+    names exactly these tables (for :func:`replay`)."""
+    key = (_url(), stamp(), since, until, tuple(sorted(providers)))
+    return key, _figures(*key)
 
 
 def provider_options(since: datetime, until: datetime) -> list[str]:
     return _providers(_url(), stamp(), since, until)
+
+
+ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.dataframe}
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)
+def replay(kind: str, key: Any, _data: Any, **kwargs: Any) -> None:
+    """``st.bar_chart`` / ``st.line_chart`` / ``st.dataframe`` of ``_data``, drawn once per ``key`` (which must
+    name the data: it is not hashed) and then replayed (Streamlit replays the elements a cached function
+    drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most of a rerun's time."""
+    ELEMENTS[kind](_data, **kwargs)
 
 
 # ---- ナレッジライブラリ ------------------------------------------------------------------------------------
