@@ -27,16 +27,23 @@ if not store().debug_ids(limit=1):  # the newest record's id: one read of the pr
     st.stop()
 
 filtered = records.page(records.filters())
-opened = state.get("wb_record")
-picked = next((r for r in filtered.records if r["id"] == opened), None)
-if opened is not None and picked is None:
-    picked = store().get_debug_records([opened]).get(opened)
+
+
+def opened() -> dict | None:
+    """The record opened for replay (``wb_record``): from this page of the list, else read alone by its id."""
+    record_id = state.get("wb_record")
+    if record_id is None:
+        return None
+    return next((r for r in filtered.records if r["id"] == record_id), None) or \
+        store().get_debug_records([record_id]).get(record_id)
+
+
 tab_records, tab_replay, tab_batch, tab_promote = st.tabs(["記録", "再実行", "一括再実行", "シナリオ化"])
 with tab_records:
     records.records_tab(filtered, replay.open_replay)
 with tab_replay:
-    replay.replay_tab(filtered.records, picked)
+    replay.replay_tab(filtered.records, opened())
 with tab_batch:
     batch.batch_tab(filtered.query, cache.debug_values("task"))
-with tab_promote:
-    promote.promote_tab(filtered.conversation, picked or {})
+with tab_promote:  # after the replay tab, which opens the newest record when none is open yet
+    promote.promote_tab(filtered.conversation, opened() or {})
