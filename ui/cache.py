@@ -126,7 +126,7 @@ def _debug_values(url: str, stamps: Any, column: str) -> list[str]:
     return get_store(url).debug_values(column)
 
 
-@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)  # whole records: a few MB at most each
 def _debug_page(url: str, stamps: Any, query: DebugQuery, offset: int, limit: int
                 ) -> tuple[list[dict[str, Any]], int, int]:
     s = get_store(url)
