@@ -188,13 +188,13 @@ def test_a_migration_that_drops_the_stamp_triggers_gets_them_back_on_open(store_
 
 
 # ---- the migration ----------------------------------------------------------------------------------------
-def _upgrade(url: str, revision: str) -> None:
+def _upgrade(url: str, revision: str, *, down: bool = False) -> None:
     engine = create_engine(url)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.connect() as conn:
         config.attributes["connection"] = conn
-        command.upgrade(config, revision)
+        (command.downgrade if down else command.upgrade)(config, revision)
         conn.commit()
     engine.dispose()
 
@@ -237,6 +237,13 @@ def test_the_migration_backfills_columns_and_the_search_index_of_an_existing_sto
         assert store.change_stamp() is not None
     finally:
         store.engine.dispose()
+    _upgrade(store_url, "0002", down=True)  # the migration goes back cleanly…
+    again = Store(store_url)  # …and forward again
+    try:
+        assert titles(again.list_entries(query="賠償")) == {"損害賠償の上限"}
+        assert [t["citations"] for t in again.list_turns("c1")] == [0, 2, 1]
+    finally:
+        again.engine.dispose()
 
 
 # ---- indexes ----------------------------------------------------------------------------------------------
