@@ -11,7 +11,10 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * knowledge — :mod:`bench.knowledge_recall` (recall@3 of the right confirmed entry) and
   :mod:`bench.knowledge_eval` (the eval runner's pass rates for the knowledge flow);
 * streaming — :mod:`bench.streaming` (the knowledge page against llama.cpp's real server: first character
-  on the page after the server's first token, as a ratio to the server's time to first token).
+  on the page after the server's first token, as a ratio to the server's time to first token);
+* pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
+  ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` needs the stores seeded once: ``python -m bench.pages
+  --seed-only both``).
 
 ``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine, plus about a minute for
 the streaming section's two llama.cpp turns, once the 10k
@@ -30,8 +33,8 @@ import time
 import warnings
 from typing import Any
 
-SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "mask", "store", "prompts", "urgency", "knowledge_recall",
-            "knowledge_eval", "streaming")
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "mask", "store", "prompts", "urgency",
+            "knowledge_recall", "knowledge_eval", "streaming")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -44,6 +47,10 @@ FIGURES = (
     ("reopen_s_10k", "≤ 2 s", "new process: open the 10k index until searchable"),
     ("rerun_ms_p50", "≤ 100 ms", "Streamlit rerun p50 per page, 20-turn history"),
     ("rerun_growth_20_vs_2", "≈ 1", "rerun p50 at 20 turns / at 2 turns"),
+    ("pages_rerun_ms_sqlite", "see goal", "page rerun p50 (ms) per store size, SQLite (bench.pages)"),
+    ("pages_growth_sqlite", "≤ 1.5", "page rerun at 20k conversations / at 1k, SQLite"),
+    ("pages_rerun_ms_postgresql", "see goal", "the same on PostgreSQL (KAIWA_TEST_PG_URL)"),
+    ("pages_growth_postgresql", "≤ 1.5", "page rerun at 20k / at 1k, PostgreSQL"),
     ("mask_time_ratio_1mb_vs_100kb", "≈ 10", "masking time 1 MB / 100 KB (linear = 10)"),
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
     ("prompt_render_ratio_store_vs_files_sqlite", "≈ 1", "prompt render with store versions / files only (bench.prompts)"),

@@ -1,8 +1,16 @@
-"""Analytics over the shared store (issue #9): pandas tables for the interview funnel, model quality,
-diagnosis outcomes and FAQ rates. No Streamlit here: ``pages/analytics.py`` only draws these tables.
+"""Analytics over the shared store (issue #9, computed in the database since #17): the interview funnel,
+model quality, diagnosis outcomes and FAQ rates. No Streamlit here: ``pages/analytics.py`` only draws
+these tables (and caches them per period until the store changes, ``ui.cache``).
 
-:func:`load_frames` reads the store once (``pandas.read_sql`` on SQLAlchemy Core selects) into a
-:class:`Frames`; every other function is a pure pandas computation over it.
+:func:`load_frames` runs a handful of aggregate queries (CTEs, window functions and ``GROUP BY`` over
+indexed columns, the same SQL on SQLite and PostgreSQL) that read only the selected period, and returns
+small tables in a :class:`Frames`: one row per conversation of the period with what the figures need
+(furthest phase, final step, answers and citations …), and the model calls already grouped per task,
+provider, prompt version, method, outcome and hour. Every other function shapes those into the tables the
+page shows; none reads a turn or a debug record itself. The JSON of turns and records is never parsed
+here: what the figures need was read once when the row was written (``turns.mode`` / ``citations``,
+``debug_records.attempt`` / ``kind`` / ``latency_ms`` / ``prompt_version``); only a diagnosis
+conversation's urgency is read from its state, by the database.
 
 What is counted (the cohort): conversations *created* in the date range and their turns, knowledge
 entries and bookings; debug records (one per model call) *made* in the range. A conversation counts
@@ -11,20 +19,18 @@ left out. Funnel, drop-off and outcome figures read the live turns (what a resum
 by a rewind or replaced by a resend is left out of them.
 
 The provider filter keeps conversations whose provider (the first one named by their turns, else by
-their debug records, else ``UNKNOWN``) is selected, and debug records of the selected providers.
+their debug records of the range, else ``UNKNOWN``) is selected, and debug records of the selected
+providers; model calls are grouped into tasks after that filter.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
 
 import pandas as pd
-from sqlalchemy import and_, case, cast, func, select, true
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import bindparam, text
 
-from core.store import tables as t
 from core.store.store import Store
 from core.text.pii import mask_pii
 
@@ -39,24 +45,27 @@ URGENCY_LEVELS = ("critical", "high", "medium", "low", "none", UNKNOWN)
 ANSWER_STEPS = ("spec_check", "diagnosing", "urgency_check", "reservation")
 INPUT_ROLES = ("user", "exchange")
 MAX_QUESTION_CHARS = 300  # a not-found question is cut to this before masking and counting
-DEBUG_JSON_FIELDS = ("attempt", "kind", "latency_ms", "prompt", "prompt_version")
+QUALITY_KEYS = ["task", "provider", "prompt_version"]
 
 
 @dataclass(frozen=True)
 class Frames:
-    """The store's rows for one date range (and provider filter), as DataFrames."""
+    """What the store holds for one date range (and provider filter), already aggregated by the database."""
 
-    conversations: pd.DataFrame  # id, flow, status, created_at, state (diagnosis only), started, provider
-    turns: pd.DataFrame          # + flow, phase, mode, citations (parsed from turn_json / the chat entry)
-    entries: pd.DataFrame        # knowledge_entries: id, conversation_id, status, created_at
-    history: pd.DataFrame        # entry_history: entry_id, action, changed_at
-    bookings: pd.DataFrame       # conversation_id, urgency, booking_type, status, created_at
-    debug: pd.DataFrame          # one row per model call: ids, flow, step, provider, strategy, outcome + JSON fields
+    conversations: pd.DataFrame  # one row per conversation: id, flow, created_at, started, provider, per-flow figures
+    entries: pd.DataFrame        # one row: entries, status_draft/confirmed/archived, ever_confirmed, conversations_with_confirmed
+    quality: pd.DataFrame        # per task, provider, prompt_version: tasks, calls, first_try_valid, valid, repairs_per_task, ...
+    methods: pd.DataFrame        # per task and method (the last strategy of each task): tasks
+    hourly: pd.DataFrame         # per UTC hour, task, provider, prompt_version: tasks, first_try_valid (sum)
+    errors: pd.DataFrame         # per outcome of the failed calls: calls
+    calls: int                   # model calls in the range (and providers)
+    faq: pd.DataFrame            # per outcome: exchanges
+    not_found: pd.DataFrame      # per not-found question as typed: count, last_asked
     since: str | None = None
     until: str | None = None
 
 
-# ---- loading -----------------------------------------------------------------------------------------------
+# ---- bounds ------------------------------------------------------------------------------------------------
 def utc_bound(value: str | date | datetime | None, *, end: bool = False) -> str | None:
     """A range bound as stored-timestamp text (UTC ISO, milliseconds). A ``date`` (or ``YYYY-MM-DD``)
     is a whole UTC day: as ``end`` it is inclusive (the bound is the next midnight). A ``datetime``
@@ -72,183 +81,274 @@ def utc_bound(value: str | date | datetime | None, *, end: bool = False) -> str 
     return value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _in_range(column: Any, since: str | None, until: str | None) -> Any:
-    conditions = [true()]
+# ---- SQL ---------------------------------------------------------------------------------------------------
+def _range(column: str, since: str | None, until: str | None) -> str:
+    parts = ["1 = 1"]
     if since:
-        conditions.append(column >= since)
+        parts.append(f"{column} >= :since")
     if until:
-        conditions.append(column < until)
-    return and_(*conditions)
+        parts.append(f"{column} < :until")
+    return " AND ".join(parts)
 
 
-def _json_field(column: Any, key: str, dialect: str) -> Any:
-    """One top-level field of a JSON text column, extracted by the database (the record stays there)."""
+def _urgency_sql(dialect: str) -> str:
+    """A diagnosis conversation's ``session.urgency_level`` from its state, read by the database."""
     if dialect == "sqlite":
-        return case((func.json_valid(column) == 1, func.json_extract(column, f"$.{key}")), else_=None)
-    return func.json_extract_path_text(cast(column, postgresql.JSON), key)
+        return ("CASE WHEN c.flow = 'diagnosis' AND json_valid(c.state) = 1 "
+                "THEN json_extract(c.state, '$.session.urgency_level') END")
+    if dialect == "postgresql":
+        return "CASE WHEN c.flow = 'diagnosis' THEN CAST(c.state AS json) #>> '{session,urgency_level}' END"
+    return "NULL"
 
 
-def _loads(text: Any) -> Any:
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+def _cohort_sql(dialect: str, since: str | None, until: str | None, providers: bool) -> str:
+    """``cohort``: the range's conversations with whether someone spoke and their provider (filtered)."""
+    return f"""
+WITH base AS (
+  SELECT c.id, c.flow, c.created_at, {_urgency_sql(dialect)} AS state_urgency,
+    CASE WHEN EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = c.id AND t.role IN ('user', 'exchange'))
+         THEN 1 ELSE 0 END AS started,
+    COALESCE(
+      (SELECT t.provider FROM turns t WHERE t.conversation_id = c.id AND t.role <> 'user'
+         AND t.provider IS NOT NULL AND t.provider <> '' ORDER BY t.seq LIMIT 1),
+      (SELECT d.provider FROM debug_records d WHERE d.conversation_id = c.id AND {_range('d.created_at', since, until)}
+         AND d.provider IS NOT NULL AND d.provider <> '' ORDER BY d.id LIMIT 1),
+      :unknown) AS provider
+  FROM conversations c WHERE {_range('c.created_at', since, until)}
+), cohort AS (SELECT * FROM base{' WHERE provider IN :providers' if providers else ''})"""
 
 
-def _get(value: Any, *path: str) -> Any:
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
+_RANK = ("CASE t.step WHEN 'collect_case' THEN 0 WHEN 'organize_risks' THEN 1 WHEN 'draft_knowledge' THEN 2 "
+         "WHEN 'review_knowledge' THEN 3 END")
+_ANSWER = "t.role = 'assistant' AND t.ok"
+_ANSWER_STEPS = ", ".join(f"'{s}'" for s in ANSWER_STEPS)
+
+_CONVERSATIONS_SQL = f"""
+, knowledge AS (
+  SELECT t.conversation_id AS id,
+    MAX(CASE WHEN {_ANSWER} THEN {_RANK} END) AS max_rank,
+    MAX(CASE WHEN {_ANSWER} AND t.step IS NOT NULL THEN t.seq END) AS last_phase_seq,
+    MAX(CASE WHEN {_ANSWER} AND t.mode = 'finalize' THEN 1 ELSE 0 END) AS finalized,
+    MIN(CASE WHEN {_ANSWER} AND t.step IN ('draft_knowledge', 'review_knowledge') THEN t.seq END) AS draft_seq,
+    MIN(CASE WHEN {_ANSWER} AND t.mode = 'finalize' THEN t.seq END) AS finalize_seq
+  FROM turns t JOIN cohort c ON c.id = t.conversation_id
+  WHERE c.flow = 'knowledge' AND c.started = 1 AND NOT t.superseded GROUP BY t.conversation_id
+), diagnosis AS (
+  SELECT t.conversation_id AS id,
+    MAX(CASE WHEN t.role = 'assistant' AND t.step IS NOT NULL THEN t.seq END) AS final_seq,
+    SUM(CASE WHEN t.role = 'assistant' AND t.step IN ({_ANSWER_STEPS}) THEN 1 ELSE 0 END) AS answers,
+    SUM(CASE WHEN t.role = 'assistant' AND t.step IN ({_ANSWER_STEPS}) THEN COALESCE(t.citations, 0) ELSE 0 END)
+      AS cited,
+    SUM(CASE WHEN t.role = 'assistant' AND t.step IN ({_ANSWER_STEPS}) AND COALESCE(t.citations, 0) > 0
+        THEN 1 ELSE 0 END) AS citing
+  FROM turns t JOIN cohort c ON c.id = t.conversation_id
+  WHERE c.flow = 'diagnosis' AND c.started = 1 AND NOT t.superseded GROUP BY t.conversation_id
+)
+SELECT c.id, c.flow, c.created_at, c.started, c.provider,
+  k.max_rank,
+  (SELECT t.step FROM turns t WHERE t.conversation_id = c.id AND t.seq = k.last_phase_seq) AS last_phase,
+  k.finalized,
+  CASE WHEN c.flow = 'knowledge' AND EXISTS (SELECT 1 FROM knowledge_entries e JOIN entry_history h ON h.entry_id = e.id
+       WHERE e.conversation_id = c.id AND h.action = 'confirm') THEN 1 ELSE 0 END AS confirmed,
+  CASE WHEN k.draft_seq IS NOT NULL THEN (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id
+     AND t.role = 'user' AND NOT t.superseded AND t.seq < k.draft_seq) END AS to_draft,
+  CASE WHEN k.finalize_seq IS NOT NULL THEN (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id
+     AND t.role = 'user' AND NOT t.superseded AND t.seq < k.finalize_seq) END AS to_finalize,
+  (SELECT t.step FROM turns t WHERE t.conversation_id = c.id AND t.seq = d.final_seq) AS final_step,
+  COALESCE(c.state_urgency, (SELECT b.urgency FROM bookings b WHERE b.conversation_id = c.id AND b.urgency IS NOT NULL
+     ORDER BY b.id DESC LIMIT 1)) AS urgency,
+  CASE WHEN c.flow = 'diagnosis' AND EXISTS (SELECT 1 FROM bookings b WHERE b.conversation_id = c.id) THEN 1 ELSE 0 END
+    AS booked,
+  d.answers, d.cited, d.citing
+FROM cohort c LEFT JOIN knowledge k ON k.id = c.id LEFT JOIN diagnosis d ON d.id = c.id
+ORDER BY c.created_at, c.id"""
+
+_ENTRIES_SQL = """
+SELECT COUNT(*) AS entries,
+  COALESCE(SUM(CASE WHEN x.status = 'draft' THEN 1 ELSE 0 END), 0) AS status_draft,
+  COALESCE(SUM(CASE WHEN x.status = 'confirmed' THEN 1 ELSE 0 END), 0) AS status_confirmed,
+  COALESCE(SUM(CASE WHEN x.status = 'archived' THEN 1 ELSE 0 END), 0) AS status_archived,
+  COALESCE(SUM(x.ever), 0) AS ever_confirmed,
+  COUNT(DISTINCT CASE WHEN x.ever = 1 THEN x.conversation_id END) AS conversations_with_confirmed
+FROM (SELECT e.status, e.conversation_id,
+        CASE WHEN EXISTS (SELECT 1 FROM entry_history h WHERE h.entry_id = e.id AND h.action = 'confirm')
+             THEN 1 ELSE 0 END AS ever
+      FROM knowledge_entries e JOIN cohort c ON c.id = e.conversation_id) x"""
+
+_FAQ_SQL = """
+SELECT COALESCE(t.step, :unknown) AS outcome, COUNT(*) AS exchanges
+FROM turns t JOIN cohort c ON c.id = t.conversation_id
+WHERE c.flow = 'faq' AND c.started = 1 AND NOT t.superseded AND t.role = 'exchange'
+GROUP BY 1"""
+
+_NOT_FOUND_SQL = """
+SELECT t.user_input AS question, COUNT(*) AS count, MAX(t.created_at) AS last_asked
+FROM turns t JOIN cohort c ON c.id = t.conversation_id
+WHERE c.flow = 'faq' AND c.started = 1 AND NOT t.superseded AND t.role = 'exchange' AND t.step = 'not_found'
+GROUP BY t.user_input"""
 
 
-def _named(values: pd.Series) -> pd.Series:
-    """``values`` as text, with missing and empty ones ``UNKNOWN``."""
-    return values.where(values.notna() & (values.astype(str) != ""), UNKNOWN).astype(str)
+def _calls_sql(since: str | None, until: str | None, providers: bool) -> str:
+    """``calls`` (the range's model calls, provider-filtered) and ``tasks`` (one row per model task: its
+    first call, then its retries and repairs; a new task starts at ``attempt`` 1 within a conversation's
+    flow/step, in id order)."""
+    provider_filter = " AND COALESCE(NULLIF(provider, ''), :unknown) IN :providers" if providers else ""
+    return f"""
+WITH calls AS (
+  SELECT id, COALESCE(conversation_id, '') AS conv, COALESCE(flow, '') || '/' || COALESCE(step, '') AS task,
+    COALESCE(NULLIF(provider, ''), :unknown) AS provider,
+    COALESCE(NULLIF(prompt_version, ''), :unknown) AS prompt_version,
+    outcome, strategy, kind, COALESCE(attempt, 1) AS attempt, latency_ms, created_at
+  FROM debug_records WHERE {_range('created_at', since, until)}{provider_filter}
+), numbered AS (
+  SELECT calls.*, SUM(CASE WHEN attempt <= 1 THEN 1 ELSE 0 END)
+    OVER (PARTITION BY conv, task ORDER BY id ROWS UNBOUNDED PRECEDING) AS task_no
+  FROM calls
+), ranked AS (
+  SELECT numbered.*,
+    ROW_NUMBER() OVER (PARTITION BY conv, task, task_no ORDER BY id) AS first_rank,
+    ROW_NUMBER() OVER (PARTITION BY conv, task, task_no ORDER BY id DESC) AS last_rank,
+    ROW_NUMBER() OVER (PARTITION BY conv, task, task_no
+                       ORDER BY CASE WHEN strategy IS NULL THEN 1 ELSE 0 END, id DESC) AS strategy_rank
+  FROM numbered
+), tasks AS (
+  SELECT conv, task, task_no,
+    MAX(CASE WHEN first_rank = 1 THEN provider END) AS provider,
+    MAX(CASE WHEN first_rank = 1 THEN prompt_version END) AS prompt_version,
+    MAX(CASE WHEN first_rank = 1 AND outcome = 'ok' THEN 1 ELSE 0 END) AS first_try_valid,
+    MAX(CASE WHEN last_rank = 1 AND outcome = 'ok' THEN 1 ELSE 0 END) AS valid,
+    MAX(CASE WHEN strategy_rank = 1 THEN strategy END) AS method,
+    COUNT(*) AS calls,
+    SUM(CASE WHEN kind = 'repair' THEN 1 ELSE 0 END) AS repairs,
+    MAX(CASE WHEN first_rank = 1 THEN created_at END) AS started_at
+  FROM ranked GROUP BY conv, task, task_no
+)"""
 
 
-def _count(value: Any) -> int:
-    return len(value) if isinstance(value, list) else 0
+_QUALITY_SQL = """
+, per_task AS (
+  SELECT task, provider, prompt_version, COUNT(*) AS tasks, SUM(calls) AS calls,
+    AVG(first_try_valid * 1.0) AS first_try_valid, AVG(valid * 1.0) AS valid, AVG(repairs * 1.0) AS repairs_per_task
+  FROM tasks GROUP BY task, provider, prompt_version
+), latency AS (
+  SELECT task, provider, prompt_version, latency_ms AS v,
+    ROW_NUMBER() OVER (PARTITION BY task, provider, prompt_version ORDER BY latency_ms) - 1 AS rn,
+    COUNT(*) OVER (PARTITION BY task, provider, prompt_version) AS n
+  FROM calls WHERE latency_ms IS NOT NULL
+), quantiles AS (
+  SELECT task, provider, prompt_version, MAX(n) AS n,
+    MAX(CASE WHEN rn = (n - 1) / 2 THEN v END) AS p50_lo, MAX(CASE WHEN rn = (n - 1) / 2 + 1 THEN v END) AS p50_hi,
+    MAX(CASE WHEN rn = (95 * (n - 1)) / 100 THEN v END) AS p95_lo,
+    MAX(CASE WHEN rn = (95 * (n - 1)) / 100 + 1 THEN v END) AS p95_hi
+  FROM latency GROUP BY task, provider, prompt_version
+), errors AS (
+  SELECT task, provider, prompt_version, SUM(CASE WHEN COALESCE(outcome, '') <> 'ok' THEN 1 ELSE 0 END) AS error_calls
+  FROM calls GROUP BY task, provider, prompt_version
+)
+SELECT p.task, p.provider, p.prompt_version, p.tasks, p.calls, p.first_try_valid, p.valid, p.repairs_per_task,
+  e.error_calls, q.n, q.p50_lo, q.p50_hi, q.p95_lo, q.p95_hi
+FROM per_task p JOIN errors e ON e.task = p.task AND e.provider = p.provider AND e.prompt_version = p.prompt_version
+LEFT JOIN quantiles q ON q.task = p.task AND q.provider = p.provider AND q.prompt_version = p.prompt_version
+ORDER BY p.task, p.provider, p.prompt_version"""
+
+_METHODS_SQL = """
+SELECT task, method, COUNT(*) AS tasks FROM tasks WHERE method IS NOT NULL GROUP BY task, method ORDER BY task, method"""
+
+_HOURLY_SQL = """
+SELECT SUBSTR(started_at, 1, 13) AS hour, task, provider, prompt_version, COUNT(*) AS tasks,
+  SUM(first_try_valid) AS first_try_valid
+FROM tasks GROUP BY SUBSTR(started_at, 1, 13), task, provider, prompt_version"""
+
+_ERRORS_SQL = """
+SELECT outcome AS error_type, COUNT(*) AS calls FROM calls WHERE COALESCE(outcome, '') <> 'ok' GROUP BY outcome"""
+
+_CALLS_SQL = "SELECT COUNT(*) AS calls FROM calls"
 
 
-def _read(store: Store, since: str | None, until: str | None) -> dict[str, pd.DataFrame]:
-    c, tc, e, h, b, d = (t.conversations.c, t.turns.c, t.knowledge_entries.c, t.entry_history.c, t.bookings.c,
-                         t.debug_records.c)
-    in_range = _in_range(c.created_at, since, until)
-    diagnosis, faq = c.flow == "diagnosis", c.flow == "faq"
-    queries = {
-        "conversations": select(c.id, c.flow, c.status, c.created_at,
-                                case((diagnosis, c.state), else_=None).label("state")).where(in_range),
-        "turns": select(tc.conversation_id, c.flow, tc.seq, tc.role, tc.superseded, tc.created_at, tc.step,
-                        tc.provider, tc.model, tc.method, tc.attempts, tc.latency_ms, tc.ok, tc.error_type,
-                        tc.turn_json, case((diagnosis, tc.entry), else_=None).label("entry"),
-                        case((faq, tc.user_input), else_=None).label("user_input"))
-        .join(t.conversations, c.id == tc.conversation_id).where(in_range),
-        "entries": select(e.id, e.conversation_id, e.status, e.created_at)
-        .join(t.conversations, c.id == e.conversation_id).where(in_range),
-        "history": select(h.entry_id, h.action, h.changed_at)
-        .join(t.knowledge_entries, e.id == h.entry_id).join(t.conversations, c.id == e.conversation_id)
-        .where(in_range),
-        "bookings": select(b.conversation_id, b.urgency, b.booking_type, b.status, b.created_at)
-        .join(t.conversations, c.id == b.conversation_id).where(in_range),
-    }
-    dialect = store.engine.dialect.name
-    debug_columns = [d.id, d.conversation_id, d.created_at, d.flow, d.step, d.provider, d.model, d.strategy, d.outcome]
-    if dialect in ("sqlite", "postgresql"):
-        debug_columns += [_json_field(d.record, key, dialect).label(key) for key in DEBUG_JSON_FIELDS]
-    else:  # another engine: the records are read whole and parsed here
-        debug_columns.append(d.record)
-    queries["debug"] = select(*debug_columns).where(_in_range(d.created_at, since, until)).order_by(d.id)
-    with store.engine.connect() as conn:
-        frames = {name: pd.read_sql(query, conn) for name, query in queries.items()}
-    debug = frames["debug"]
-    if "record" in debug:
-        parsed = debug.pop("record").map(_loads)
-        for key in DEBUG_JSON_FIELDS:
-            debug[key] = parsed.map(lambda r, k=key: _get(r, k))
-    return frames
+def _quantile(n: Any, lo: Any, hi: Any, q: float) -> float:
+    """The ``q`` quantile with linear interpolation (pandas' default) from the two values around it."""
+    if pd.isna(n) or pd.isna(lo):
+        return float("nan")
+    position = q * (int(n) - 1)
+    fraction = position - int(position)
+    if pd.isna(hi) or fraction == 0:
+        return float(lo)
+    return float(lo) + (float(hi) - float(lo)) * fraction
 
 
-def _prepare(raw: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    conversations, turns, debug = raw["conversations"], raw["turns"], raw["debug"]
-    turns = turns.sort_values(["conversation_id", "seq"], kind="stable").reset_index(drop=True)
-    turns["superseded"] = turns["superseded"].astype(bool)
-    turns["ok"] = turns["ok"].astype(bool)
-    parsed = turns["turn_json"].map(_loads)
-    entry = turns.pop("entry").map(_loads)
-    turns["phase"] = parsed.map(lambda j: _get(j, "state", "phase")).where(turns["flow"] == "knowledge")
-    turns["mode"] = parsed.map(lambda j: _get(j, "control", "mode")).where(turns["flow"] == "knowledge")
-    # Citations: an FAQ exchange's ``citations``; a diagnosis answer's ``rag_sources`` (the response), else the
-    # chat entry's ``sources`` (what the page shows).
-    cited = parsed.map(lambda j: _get(j, "citations") or _get(j, "rag_sources"))
-    turns["citations"] = cited.combine_first(entry.map(lambda j: _get(j, "sources"))).map(_count).astype(int)
-    turns = turns.drop(columns=["turn_json"])
-
-    for key in ("attempt", "latency_ms"):
-        debug[key] = pd.to_numeric(debug[key], errors="coerce")
-    debug["provider"] = _named(debug["provider"])
-    debug["prompt_version"] = _named(debug["prompt_version"])
-    debug["conversation_id"] = debug["conversation_id"].fillna("")
-    debug["task"] = debug["flow"].fillna("").astype(str) + "/" + debug["step"].fillna("").astype(str)
-
-    named = turns[(turns["role"] != "user") & turns["provider"].notna() & (turns["provider"] != "")]
-    by_turns = named.groupby("conversation_id")["provider"].first()
-    by_debug = debug[debug["provider"] != UNKNOWN].groupby("conversation_id")["provider"].first()
-    conversations["provider"] = (conversations["id"].map(by_turns).fillna(conversations["id"].map(by_debug))
-                                 .fillna(UNKNOWN))
-    speakers = turns.loc[turns["role"].isin(INPUT_ROLES), "conversation_id"]
-    conversations["started"] = conversations["id"].isin(speakers)
-    return {**raw, "conversations": conversations, "turns": turns, "debug": debug}
-
-
-def filter_providers(frames: Frames, providers: Iterable[str] | None) -> Frames:
-    """Only the conversations (and their rows) and debug records of ``providers`` (all when empty)."""
-    chosen = list(providers or [])
-    if not chosen:
-        return frames
-    conversations = frames.conversations[frames.conversations["provider"].isin(chosen)]
-    ids = conversations["id"]
-    entries = frames.entries[frames.entries["conversation_id"].isin(ids)]
-    return replace(frames, conversations=conversations, turns=frames.turns[frames.turns["conversation_id"].isin(ids)],
-                   entries=entries, history=frames.history[frames.history["entry_id"].isin(entries["id"])],
-                   bookings=frames.bookings[frames.bookings["conversation_id"].isin(ids)],
-                   debug=frames.debug[frames.debug["provider"].isin(chosen)])
+def _query(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> pd.DataFrame:
+    statement = text(sql)
+    if providers:
+        statement = statement.bindparams(bindparam("providers", expanding=True))
+    result = conn.execute(statement, params)
+    return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
 
 
 def load_frames(store: Store, since: str | date | datetime | None = None, until: str | date | datetime | None = None,
                 providers: Iterable[str] | None = None) -> Frames:
-    """The cohort of ``[since, until)`` (see :func:`utc_bound`), read once, filtered to ``providers``."""
+    """The cohort of ``[since, until)`` (see :func:`utc_bound`), filtered to ``providers`` (all when empty),
+    aggregated by the database."""
     lo, hi = utc_bound(since), utc_bound(until, end=True)
-    frames = Frames(**_prepare(_read(store, lo, hi)), since=lo, until=hi)
-    return filter_providers(frames, providers)
+    chosen = sorted(set(providers or []))
+    params: dict[str, Any] = {"since": lo, "until": hi, "unknown": UNKNOWN}
+    if chosen:
+        params["providers"] = chosen
+    cohort = _cohort_sql(store.dialect, lo, hi, bool(chosen))
+    calls = _calls_sql(lo, hi, bool(chosen))
+    with store.engine.connect() as conn:
+        conversations = _query(conn, cohort + _CONVERSATIONS_SQL, params, bool(chosen))
+        entries = _query(conn, cohort + _ENTRIES_SQL, params, bool(chosen))
+        faq = _query(conn, cohort + _FAQ_SQL, params, bool(chosen))
+        not_found = _query(conn, cohort + _NOT_FOUND_SQL, params, bool(chosen))
+        quality = _query(conn, calls + _QUALITY_SQL, params, bool(chosen))
+        methods = _query(conn, calls + _METHODS_SQL, params, bool(chosen))
+        hourly = _query(conn, calls + _HOURLY_SQL, params, bool(chosen))
+        errors = _query(conn, calls + _ERRORS_SQL, params, bool(chosen))
+        total = int(_query(conn, calls + _CALLS_SQL, params, bool(chosen))["calls"].iloc[0])
+    for column in ("started", "finalized", "confirmed", "booked"):
+        conversations[column] = conversations[column].fillna(0).astype(int).astype(bool)
+    return Frames(conversations=conversations, entries=entries, quality=quality, methods=methods, hourly=hourly,
+                  errors=errors, calls=total, faq=faq, not_found=not_found, since=lo, until=hi)
 
 
-def provider_options(frames: Frames) -> list[str]:
-    """The providers seen in ``frames`` (conversations and debug records), for the filter."""
-    seen = pd.concat([frames.conversations["provider"], frames.debug["provider"]]).dropna().unique()
-    return sorted(seen, key=lambda p: (p == UNKNOWN, p))
+def provider_options(store: Store, since: str | date | datetime | None = None,
+                     until: str | date | datetime | None = None) -> list[str]:
+    """The providers seen in the range (its conversations' and its model calls'), for the filter."""
+    lo, hi = utc_bound(since), utc_bound(until, end=True)
+    sql = (_cohort_sql(store.dialect, lo, hi, False) + " SELECT DISTINCT provider FROM cohort UNION "
+           f"SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records "
+           f"WHERE {_range('created_at', lo, hi)}")
+    with store.engine.connect() as conn:
+        seen = [row[0] for row in conn.execute(text(sql), {"since": lo, "until": hi, "unknown": UNKNOWN})]
+    return sorted({p for p in seen if p is not None}, key=lambda p: (p == UNKNOWN, p))
 
 
 # ---- interview (knowledge) -----------------------------------------------------------------------------
-def _started(frames: Frames, flow: str) -> pd.Series:
+def _started(frames: Frames, flow: str) -> pd.DataFrame:
     conversations = frames.conversations
-    return conversations.loc[(conversations["flow"] == flow) & conversations["started"], "id"]
-
-
-def _live(frames: Frames, ids: pd.Series) -> pd.DataFrame:
-    turns = frames.turns
-    return turns[turns["conversation_id"].isin(ids) & ~turns["superseded"]]
+    return conversations[(conversations["flow"] == flow) & conversations["started"]].set_index("id")
 
 
 def _knowledge_progress(frames: Frames) -> pd.DataFrame:
     """Per started knowledge conversation: furthest phase rank, last phase, finalized, any entry confirmed."""
-    ids = _started(frames, "knowledge")
-    turns = _live(frames, ids)
-    answers = turns[(turns["role"] == "assistant") & turns["ok"]]
-    per = pd.DataFrame(index=pd.Index(ids, name="conversation_id"))
-    rank = answers["phase"].map(PHASE_RANK)
-    per["max_rank"] = rank.groupby(answers["conversation_id"]).max()
-    per["last_phase"] = answers.dropna(subset=["phase"]).groupby("conversation_id")["phase"].last()
-    finalized = (answers["mode"] == "finalize").groupby(answers["conversation_id"]).any()
-    per["finalized"] = per.index.isin(finalized[finalized].index)
-    confirmed = frames.history.loc[frames.history["action"] == "confirm", "entry_id"]
-    confirmed_convs = frames.entries.loc[frames.entries["id"].isin(confirmed), "conversation_id"]
-    per["confirmed"] = per.index.isin(confirmed_convs)
-    return per
+    per = _started(frames, "knowledge").rename_axis("conversation_id")
+    return per[["max_rank", "last_phase", "finalized", "confirmed", "to_draft", "to_finalize"]]
 
 
 def _share(part: pd.Series, whole: pd.Series | int) -> pd.Series:
     return (part / whole).where(pd.Series(whole, index=part.index) > 0, 0.0).astype(float).round(3)
 
 
+def _reached_by_rank(per: pd.DataFrame) -> pd.Series:
+    by_rank = per["max_rank"].dropna().astype(int).value_counts().reindex(range(len(PHASES)), fill_value=0)
+    return by_rank[::-1].cumsum()[::-1].set_axis(PHASES)
+
+
 def interview_funnel(frames: Frames) -> pd.DataFrame:
     """Conversations reaching each stage: started, each phase (or a later one), ``finalize`` mode, an
     entry confirmed; ``share`` of the started ones."""
     per = _knowledge_progress(frames)
-    by_rank = per["max_rank"].value_counts().reindex(range(len(PHASES)), fill_value=0)
-    reached = by_rank[::-1].cumsum()[::-1].set_axis(PHASES)
-    counts = pd.concat([pd.Series({"started": len(per)}), reached,
+    counts = pd.concat([pd.Series({"started": len(per)}), _reached_by_rank(per),
                         pd.Series({"finalize": per["finalized"].sum(), "confirmed": per["confirmed"].sum()})])
     out = counts.astype(int).rename("conversations").rename_axis("stage").reset_index()
     out["share"] = _share(out["conversations"], len(per))
@@ -258,12 +358,8 @@ def interview_funnel(frames: Frames) -> pd.DataFrame:
 def turns_to_phase(frames: Frames) -> pd.DataFrame:
     """User turns it took to reach ``draft_knowledge`` (or later) and ``finalize``: per target, how many
     conversations got there and the mean / median / min / max of the user turns sent until then."""
-    turns = _live(frames, _started(frames, "knowledge")).copy()
-    turns["user_turns"] = (turns["role"] == "user").groupby(turns["conversation_id"]).cumsum()
-    answers = turns[(turns["role"] == "assistant") & turns["ok"]]
-    draft = answers[answers["phase"].map(PHASE_RANK) >= PHASE_RANK["draft_knowledge"]]
-    first = {"draft_knowledge": draft.groupby("conversation_id")["user_turns"].first(),
-             "finalize": answers[answers["mode"] == "finalize"].groupby("conversation_id")["user_turns"].first()}
+    per = _knowledge_progress(frames)
+    first = {"draft_knowledge": per["to_draft"].dropna(), "finalize": per["to_finalize"].dropna()}
     reached = pd.concat(first, names=["target", "conversation_id"]).astype(float)
     out = (reached.groupby(level="target").agg(["count", "mean", "median", "min", "max"])
            .reindex(list(first)).rename(columns={"count": "conversations"}))
@@ -278,8 +374,7 @@ def phase_dropoff(frames: Frames) -> pd.DataFrame:
     stopped = per[~(per["finalized"] | per["confirmed"])]
     order = [NO_PHASE, *PHASES]
     ended = stopped["last_phase"].fillna(NO_PHASE).value_counts().reindex(order, fill_value=0)
-    by_rank = per["max_rank"].value_counts().reindex(range(len(PHASES)), fill_value=0)
-    reached = pd.concat([pd.Series({NO_PHASE: len(per)}), by_rank[::-1].cumsum()[::-1].set_axis(PHASES)])
+    reached = pd.concat([pd.Series({NO_PHASE: len(per)}), _reached_by_rank(per)])
     out = pd.DataFrame({"phase": order, "reached": reached.to_numpy(), "ended_here": ended.to_numpy()})
     out["dropoff_rate"] = _share(out["ended_here"], out["reached"])
     return out
@@ -288,102 +383,78 @@ def phase_dropoff(frames: Frames) -> pd.DataFrame:
 def entries_confirmed(frames: Frames) -> pd.DataFrame:
     """The knowledge entries of the period's conversations: total, by current status, ever confirmed, and
     conversations with at least one confirmed entry."""
-    entries, history = frames.entries, frames.history
-    status = entries["status"].value_counts().reindex(["draft", "confirmed", "archived"], fill_value=0)
-    ever = entries["id"].isin(history.loc[history["action"] == "confirm", "entry_id"])
-    values = {"entries": len(entries), **{f"status_{k}": int(v) for k, v in status.items()},
-              "ever_confirmed": int(ever.sum()),
-              "conversations_with_confirmed": int(entries.loc[ever, "conversation_id"].nunique())}
+    row = frames.entries.iloc[0] if len(frames.entries) else pd.Series(dtype=object)
+    names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
+             "conversations_with_confirmed"]
+    values = {name: int(row.get(name, 0) or 0) for name in names}
     return pd.DataFrame({"metric": list(values), "value": list(values.values())})
 
 
 # ---- model quality (debug records) ----------------------------------------------------------------------
-def _tasks(frames: Frames) -> pd.DataFrame:
-    """One row per model task (a ``structured_call`` / ``text_call``: its first call, then its retries and
-    repairs): a new task starts at ``attempt`` 1 within a conversation's flow/step."""
-    debug = frames.debug.sort_values("id")
-    keys = [debug["conversation_id"], debug["task"]]
-    number = (debug["attempt"].fillna(1) <= 1).groupby(keys).cumsum()
-    grouped = (debug.assign(task_no=number, repair=debug["kind"] == "repair")
-               .groupby(["conversation_id", "task", "task_no"], sort=False))
-    tasks = grouped.agg(provider=("provider", "first"), prompt_version=("prompt_version", "first"),
-                        first_outcome=("outcome", "first"), final_outcome=("outcome", "last"),
-                        method=("strategy", "last"), calls=("id", "size"),
-                        repairs=("repair", "sum"),
-                        started_at=("created_at", "first"))
-    tasks["first_try_valid"] = tasks["first_outcome"] == "ok"
-    tasks["valid"] = tasks["final_outcome"] == "ok"
-    return tasks.reset_index()
-
-
-QUALITY_KEYS = ["task", "provider", "prompt_version"]
-
-
 def model_quality(frames: Frames) -> pd.DataFrame:
     """Per task (flow/step), provider and prompt version: tasks, calls, first-try validity (share of
     tasks whose first call was valid), final validity, repairs per task, error calls, and the p50 / p95
     latency of one model call (ms)."""
-    tasks, calls = _tasks(frames), frames.debug
     columns = [*QUALITY_KEYS, "tasks", "calls", "first_try_valid", "valid", "repairs_per_task", "error_calls",
                "latency_p50_ms", "latency_p95_ms"]
-    if tasks.empty:
+    quality = frames.quality
+    if quality.empty:
         return pd.DataFrame(columns=columns)
-    per_task = tasks.groupby(QUALITY_KEYS).agg(tasks=("calls", "size"), calls=("calls", "sum"),
-                                               first_try_valid=("first_try_valid", "mean"),
-                                               valid=("valid", "mean"), repairs_per_task=("repairs", "mean"))
-    per_call = calls.assign(error=calls["outcome"] != "ok").groupby(QUALITY_KEYS).agg(
-                                               error_calls=("error", "sum"),
-                                               latency_p50_ms=("latency_ms", lambda s: s.quantile(0.5)),
-                                               latency_p95_ms=("latency_ms", lambda s: s.quantile(0.95)))
-    out = per_task.join(per_call).round({"first_try_valid": 3, "valid": 3, "repairs_per_task": 2,
-                                         "latency_p50_ms": 1, "latency_p95_ms": 1})
-    return out.reset_index()[columns]
+    out = quality.assign(
+        latency_p50_ms=[_quantile(n, lo, hi, 0.5) for n, lo, hi in zip(quality["n"], quality["p50_lo"], quality["p50_hi"])],
+        latency_p95_ms=[_quantile(n, lo, hi, 0.95) for n, lo, hi in zip(quality["n"], quality["p95_lo"], quality["p95_hi"])])
+    for column in ("tasks", "calls", "error_calls"):
+        out[column] = out[column].astype(int)
+    for column in ("first_try_valid", "valid", "repairs_per_task"):
+        out[column] = out[column].astype(float)
+    out = out.round({"first_try_valid": 3, "valid": 3, "repairs_per_task": 2, "latency_p50_ms": 1, "latency_p95_ms": 1})
+    return out.sort_values(QUALITY_KEYS).reset_index(drop=True)[columns]
 
 
 def method_mix(frames: Frames) -> pd.DataFrame:
     """Tasks per structured-output method (the strategy of each task's last call), per task (flow/step)."""
-    tasks = _tasks(frames)
-    if tasks.empty:
+    methods = frames.methods
+    if methods.empty:
         return pd.DataFrame(columns=["task"])
-    mix = tasks.pivot_table(index="task", columns="method", values="calls", aggfunc="size", fill_value=0)
-    return mix.rename_axis(columns=None).reset_index()
+    mix = methods.pivot_table(index="task", columns="method", values="tasks", aggfunc="sum", fill_value=0)
+    return mix.astype(int).rename_axis(columns=None).reset_index()
 
 
 def error_types(frames: Frames) -> pd.DataFrame:
     """Failed model calls by outcome (parse_error, schema_error, provider_error:<kind>, …), most frequent first."""
-    failed = frames.debug.loc[frames.debug["outcome"].fillna("") != "ok", "outcome"].fillna(UNKNOWN)
-    out = failed.value_counts().rename("calls").rename_axis("error_type").reset_index()
-    out["share_of_calls"] = _share(out["calls"], len(frames.debug))
-    return out
+    errors = frames.errors.assign(error_type=frames.errors["error_type"].fillna(UNKNOWN))
+    out = (errors.groupby("error_type", as_index=False)["calls"].sum()
+           .sort_values(["calls", "error_type"], ascending=[False, True]).reset_index(drop=True))
+    out["calls"] = out["calls"].astype(int)
+    out["share_of_calls"] = _share(out["calls"], frames.calls)
+    return out[["error_type", "calls", "share_of_calls"]]
 
 
 def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo", freq: str = "D") -> pd.DataFrame:
     """First-try validity per day (in ``tz``) for each ``task · provider · prompt version``: a prompt change
     shows up as a step. Index: the day; one column per series."""
-    tasks = _tasks(frames)
-    if tasks.empty:
+    hourly = frames.hourly
+    if hourly.empty:
         return pd.DataFrame()
-    stamp = pd.to_datetime(tasks["started_at"], utc=True, format="ISO8601").dt.tz_convert(tz).dt.tz_localize(None)
-    tasks["day"] = stamp.dt.to_period(freq).dt.start_time
-    tasks["series"] = tasks["task"] + " · " + tasks["provider"] + " · " + tasks["prompt_version"]
-    return tasks.pivot_table(index="day", columns="series", values="first_try_valid", aggfunc="mean").round(3)
+    stamp = pd.to_datetime(hourly["hour"] + ":00:00+00:00", utc=True, format="ISO8601")
+    hourly = hourly.assign(day=stamp.dt.tz_convert(tz).dt.tz_localize(None).dt.to_period(freq).dt.start_time,
+                           series=hourly["task"] + " · " + hourly["provider"] + " · " + hourly["prompt_version"])
+    sums = hourly.groupby(["day", "series"])[["first_try_valid", "tasks"]].sum()
+    share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid")
+    return share.unstack("series").rename_axis(index="day", columns="series").round(3)
 
 
 # ---- diagnosis -------------------------------------------------------------------------------------------
 def _diagnosis_progress(frames: Frames) -> pd.DataFrame:
-    """Per started diagnosis conversation: urgency, final step, booked."""
-    conversations = frames.conversations
-    started = conversations[(conversations["flow"] == "diagnosis") & conversations["started"]].set_index("id")
-    turns = _live(frames, started.index.to_series())
-    answers = turns[turns["role"] == "assistant"]
-    per = pd.DataFrame(index=started.index.rename("conversation_id"))
-    per["final_step"] = answers.dropna(subset=["step"]).groupby("conversation_id")["step"].last()
-    per["final_step"] = per["final_step"].fillna(UNKNOWN)
-    urgency = started["state"].map(lambda s: _get(_loads(s), "session", "urgency_level"))
-    booked_urgency = frames.bookings.dropna(subset=["conversation_id"]).groupby("conversation_id")["urgency"].last()
-    per["urgency"] = urgency.fillna(per.index.to_series().map(booked_urgency)).fillna(UNKNOWN)
-    per["booked"] = per.index.isin(frames.bookings["conversation_id"].dropna())
+    """Per started diagnosis conversation: urgency, final step, booked, answers and their citations."""
+    started = _started(frames, "diagnosis").rename_axis("conversation_id")
+    per = pd.DataFrame(index=started.index)
+    per["final_step"] = started["final_step"].fillna(UNKNOWN)
+    per["urgency"] = started["urgency"].fillna(UNKNOWN)
+    per["booked"] = started["booked"].astype(bool)
     per["done"] = per["final_step"] == "done"
+    for column in ("answers", "cited", "citing"):
+        per[column] = started[column].fillna(0).astype(int)
     return per
 
 
@@ -410,30 +481,23 @@ def diagnosis_summary(frames: Frames) -> pd.DataFrame:
     """Conversations, booked conversations, booking rate (booked / conversations), model answers (assistant
     turns of ``ANSWER_STEPS``), citations per answer and the share of answers citing the manual."""
     per = _diagnosis_progress(frames)
-    turns = _live(frames, per.index.to_series())
-    answers = turns[(turns["role"] == "assistant") & turns["step"].isin(ANSWER_STEPS)]
     conversations, booked = len(per), int(per["booked"].sum())
+    answers, cited, citing = int(per["answers"].sum()), int(per["cited"].sum()), int(per["citing"].sum())
     values = {"conversations": conversations, "booked_conversations": booked,
               "booking_rate": round(booked / conversations, 3) if conversations else 0.0,
-              "answers": len(answers),
-              "citations_per_answer": round(float(answers["citations"].mean()), 2) if len(answers) else 0.0,
-              "answers_with_citations": round(float((answers["citations"] > 0).mean()), 3) if len(answers) else 0.0}
+              "answers": answers,
+              "citations_per_answer": round(cited / answers, 2) if answers else 0.0,
+              "answers_with_citations": round(citing / answers, 3) if answers else 0.0}
     return pd.DataFrame({"metric": list(values), "value": list(values.values())})
 
 
 # ---- FAQ -------------------------------------------------------------------------------------------------
-def _faq_exchanges(frames: Frames) -> pd.DataFrame:
-    turns = _live(frames, _started(frames, "faq"))
-    return turns[turns["role"] == "exchange"]
-
-
 def faq_rates(frames: Frames) -> pd.DataFrame:
     """FAQ exchanges per outcome and their rate (answered / not_found / fallback / refused / handoff / smalltalk)."""
-    outcome = _faq_exchanges(frames)["step"].fillna(UNKNOWN)
-    counts = outcome.value_counts()
+    counts = frames.faq.set_index("outcome")["exchanges"].astype(int) if len(frames.faq) else pd.Series(dtype=int)
     order = list(FAQ_OUTCOMES) + sorted(set(counts.index) - set(FAQ_OUTCOMES))
     out = counts.reindex(order, fill_value=0).astype(int).rename("exchanges").rename_axis("outcome").reset_index()
-    out["rate"] = _share(out["exchanges"], len(outcome))
+    out["rate"] = _share(out["exchanges"], int(counts.sum()))
     return out
 
 
@@ -444,10 +508,11 @@ def _question_key(text: Any) -> str:
 
 def faq_top_not_found(frames: Frames, n: int = 10) -> pd.DataFrame:
     """The ``n`` most frequent not-found questions (masked): what the KB editors should write next."""
-    exchanges = _faq_exchanges(frames)
-    missed = exchanges[exchanges["step"] == "not_found"]
-    questions = missed.assign(question=missed["user_input"].map(_question_key))
+    missed = frames.not_found
+    if missed.empty:
+        return pd.DataFrame(columns=["question", "count", "last_asked"])
+    questions = missed.assign(question=missed["question"].map(_question_key), count=missed["count"].astype(int))
     questions = questions[questions["question"] != ""]
-    out = (questions.groupby("question").agg(count=("question", "size"), last_asked=("created_at", "max"))
+    out = (questions.groupby("question").agg(count=("count", "sum"), last_asked=("last_asked", "max"))
            .sort_values(["count", "last_asked"], ascending=[False, False]).head(n))
     return out.reset_index()[["question", "count", "last_asked"]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, MutableSequence
+from typing import Any, Mapping, MutableSequence
 
 from core.llm.base import LLMRequest
 from core.prompts import prompt_versions, served_version
@@ -86,6 +86,57 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
     record["prompt_version"] = served_version(tags.prompt) if tags.prompt else ""  # the text this call used
     record["prompt_versions"] = prompt_versions()
     return record
+
+
+# The method a record stands for: its strategy, or the seed-004 judgment stage its task is.
+METHOD_BY_TASK = {"choice_tag": "tag_fallback", "choice_evaluation": "ai_judge"}
+
+
+def record_task(record: Mapping[str, Any]) -> str:
+    """The task of a record: its ``task``, else the schema / tool name it sent, else its prompt."""
+    if record.get("task"):
+        return str(record["task"])
+    fmt = record.get("response_format") or {}
+    if isinstance(fmt, dict) and isinstance(fmt.get("json_schema"), dict) and fmt["json_schema"].get("name"):
+        return str(fmt["json_schema"]["name"])
+    for tool in record.get("tools") or []:
+        name = ((tool or {}).get("function") or {}).get("name") if isinstance(tool, dict) else None
+        if name:
+            return str(name)
+    return str(record.get("prompt") or "")
+
+
+def record_method(record: Mapping[str, Any]) -> str:
+    return METHOD_BY_TASK.get(record_task(record), str(record.get("strategy") or ""))
+
+
+def error_type(outcome: str | None) -> str:
+    """"" for ok; the provider error kind for ``provider_error:<kind>``; else the outcome itself."""
+    outcome = str(outcome or "")
+    if outcome in ("", "ok"):
+        return ""
+    return outcome.split(":", 1)[1] if outcome.startswith("provider_error:") else outcome
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def record_columns(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the debug log filters on and analytics group by, read from a record once (when it is stored):
+    task, method, error type, prompt version, kind (call / repair / retry), attempt and latency."""
+    attempt = _number(record.get("attempt"))
+    return {"task": record_task(record)[:100], "method": record_method(record)[:40],
+            "error_type": error_type(record.get("outcome"))[:80],
+            "prompt_version": str(record.get("prompt_version") or "")[:64], "kind": str(record.get("kind") or "")[:20],
+            "attempt": int(attempt) if attempt is not None else None,
+            "latency_ms": _number(record.get("latency_ms"))}
 
 
 def append(log: MutableSequence[dict[str, Any]] | None, record: dict[str, Any]) -> None:

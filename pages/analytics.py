@@ -1,6 +1,7 @@
 """分析: the store's analytics (issue #9) for a date range in Japan time and a provider filter — the interview
 funnel, model quality, diagnosis outcomes and FAQ rates; every table downloadable as CSV (UTF-8 with BOM).
-The figures come from ``core.analytics``; this page only labels and draws them."""
+The figures come from ``core.analytics`` (aggregated by the database, cached per period by ``ui.cache`` until
+the store changes); this page only labels and draws them."""
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
@@ -14,10 +15,10 @@ from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
 from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
-from core.text.spreadsheet import csv_bytes
-from ui import safe
-from ui.session import leave_pages_directory_mode, store
+from core.text.spreadsheet import csv_bytes, safe_frame
+from ui import cache
 from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
+from ui.session import leave_pages_directory_mode
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -83,12 +84,26 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return shown.rename(columns={**COLUMNS, **METHODS})
 
 
-def show(table: pd.DataFrame, key: str, *, index: bool = False) -> pd.DataFrame:
-    shown = labelled(table)
-    safe.table(shown, hide_index=not index, width="stretch", key=f"an_table_{key}")
-    st.download_button("CSV をダウンロード", csv_bytes(shown, index=index),
-                       file_name=f"{key}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{key}")
+@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=16, show_spinner=False)
+def labelled_all(key: tuple, _figures: dict) -> dict[str, pd.DataFrame]:
+    """Every table labelled and safe for a spreadsheet, once per set of figures (``key`` names them); the
+    not-found questions' times in JST."""
+    tables = {name: safe_frame(labelled(table)) for name, table in _figures.items()}
+    missed = _figures["faq_top_not_found"]
+    tables["faq_not_found"] = safe_frame(labelled(missed.assign(last_asked=missed["last_asked"].map(jst))))
+    return tables
+
+
+def show(name: str, *, index: bool = False) -> pd.DataFrame:
+    shown = tables[name]
+    cache.replay("dataframe", (key, name), shown, hide_index=not index, width="stretch")
+    st.download_button("CSV をダウンロード", lambda: csv_bytes(shown, index=index),  # made on click
+                       file_name=f"{name}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{name}")
     return shown
+
+
+def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
+    cache.replay(kind, (key, name), data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):
@@ -103,65 +118,60 @@ period = date_col.date_input("期間（日本時間）", value=(today - timedelt
                              key="an_dates")
 picked = list(period) if isinstance(period, (list, tuple)) else [period]
 start, end = (picked[0], picked[-1]) if picked else (today, today)
-frames = analytics.load_frames(store(), datetime.combine(start, time(), JST),
-                               datetime.combine(end + timedelta(days=1), time(), JST))
-providers = provider_col.multiselect("プロバイダー", analytics.provider_options(frames), placeholder="すべて",
+since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
+providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
-frames = analytics.filter_providers(frames, providers)
+key, figures = cache.analytics_figures(since, until, providers)  # computed by the database, kept until a write
+tables = labelled_all(key, figures)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 
 with interview:
     st.subheader("インタビューのファネル")
-    funnel = show(analytics.interview_funnel(frames), "interview_funnel")
-    st.bar_chart(funnel, x="段階", y="会話数", sort=False)
+    chart("bar", "interview_funnel", show("interview_funnel"), x="段階", y="会話数", sort=False)
     st.subheader("到達までのユーザーターン数")
-    show(analytics.turns_to_phase(frames), "turns_to_phase")
+    show("turns_to_phase")
     st.subheader("フェーズ別の離脱")
-    dropoff = show(analytics.phase_dropoff(frames), "phase_dropoff")
-    st.bar_chart(dropoff, x="フェーズ", y="ここで終了", sort=False)
+    chart("bar", "phase_dropoff", show("phase_dropoff"), x="フェーズ", y="ここで終了", sort=False)
     st.subheader("ナレッジの確定")
-    show(analytics.entries_confirmed(frames), "entries_confirmed")
+    show("entries_confirmed")
 
 with quality:
     st.subheader("タスク・プロバイダー・プロンプト版ごとの品質")
-    table = analytics.model_quality(frames)
-    if table.empty:
+    if figures["model_quality"].empty:
         st.info("この期間のモデル呼び出しの記録はありません（デバッグログがオンのときに記録されます）。")
-    show(table, "model_quality")
-    over_time = analytics.quality_over_time(frames)
+    show("model_quality")
+    over_time = figures["quality_over_time"]
     if not over_time.empty:
         st.caption("初回で有効な割合の推移（日別）: プロンプトを変えると段差として現れます。")
-        st.line_chart(over_time.rename(columns=series_label).rename_axis("日付"))
+        chart("line", "quality_over_time", over_time.rename(columns=series_label).rename_axis("日付"))
     st.subheader("構造化出力の方式")
-    mix = show(analytics.method_mix(frames), "method_mix")
+    mix = show("method_mix")
     if not mix.empty:
-        st.bar_chart(mix.set_index(COLUMNS["task"]), horizontal=True)
+        chart("bar", "method_mix", mix.set_index(COLUMNS["task"]), horizontal=True)
     st.subheader("エラー種別")
-    show(analytics.error_types(frames), "error_types")
+    show("error_types")
 
 with diagnosis:
-    summary = analytics.diagnosis_summary(frames)
+    summary = figures["diagnosis_summary"]
     c1, c2, c3 = st.columns(3)
     c1.metric("問診の会話", int(figure(summary, "conversations")))
     c2.metric("予約率", f"{figure(summary, 'booking_rate'):.1%}")
     c3.metric("回答あたりの引用数", f"{figure(summary, 'citations_per_answer'):.2f}")
     st.subheader("緊急度別の結果")
-    outcomes = show(analytics.diagnosis_outcomes(frames), "diagnosis_outcomes")
+    outcomes = show("diagnosis_outcomes")
     if not outcomes.empty:
-        st.bar_chart(outcomes, x="緊急度", y=["完了", "予約あり"], sort=False, stack=False)
+        chart("bar", "diagnosis_outcomes", outcomes, x="緊急度", y=["完了", "予約あり"], sort=False, stack=False)
     st.subheader("会話が止まったステップ")
-    steps = show(analytics.diagnosis_end_steps(frames), "diagnosis_end_steps")
+    steps = show("diagnosis_end_steps")
     if not steps.empty:
-        st.bar_chart(steps, x="ステップ", y="会話数", sort=False)
+        chart("bar", "diagnosis_end_steps", steps, x="ステップ", y="会話数", sort=False)
     st.subheader("指標")
-    show(summary, "diagnosis_summary")
+    show("diagnosis_summary")
 
 with faq:
     st.subheader("結果の内訳")
-    rates = show(analytics.faq_rates(frames), "faq_rates")
-    st.bar_chart(rates, x="結果", y="率", sort=False)
+    chart("bar", "faq_rates", show("faq_rates"), x="結果", y="率", sort=False)
     st.subheader("該当記事がなかった質問（多い順）")
     st.caption("個人情報はマスクしています。ナレッジベースに追加すべき記事の候補です。")
-    missed = analytics.faq_top_not_found(frames, 20)
-    show(missed.assign(last_asked=missed["last_asked"].map(jst)), "faq_not_found")
+    show("faq_not_found")

@@ -1,5 +1,6 @@
 """予約管理: bookings made in the diagnosis chat (console or API) — list, filter by status / urgency /
-date, open the conversation, confirm or cancel (cancelling asks first)."""
+date, open the conversation, confirm or cancel (cancelling asks first). The list is read a page at a time
+(filters in the database, cached by ``ui.cache`` until a booking changes); the CSV is built on click."""
 from __future__ import annotations
 
 from datetime import date, timedelta
@@ -10,7 +11,7 @@ import streamlit as st
 from core.diagnosis.bookings import STATUS_LABELS, action_label, bookings_csv, contact_label, type_label, urgency_label
 from core.diagnosis.view import LEVEL_LABELS
 from core.text.jst import jst
-from ui import outage, safe
+from ui import cache, outage, pager, safe
 from ui.display_name import recorded_as
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
@@ -19,6 +20,7 @@ leave_pages_directory_mode()  # first: a fresh server's deep link must run app.p
 ICONS = {"requested": "🟡", "confirmed": "🟢", "cancelled": "⚪"}
 STATUS = {k: f"{ICONS[k]} {v}" for k, v in STATUS_LABELS.items()}
 URGENCY = {**LEVEL_LABELS, "critical": f"🚨 {LEVEL_LABELS['critical']}"}
+EXPORT_LIMIT = 10_000  # bookings in one CSV
 
 st.title("📅 予約管理")
 provider_caption()
@@ -32,26 +34,40 @@ urgencies = urgency_col.multiselect("緊急度", list(URGENCY), format_func=URGE
 today = date.today()
 period = date_col.date_input("受付日", value=(today - timedelta(days=30), today), key="bk_dates")
 start, end = (period if isinstance(period, (list, tuple)) and len(period) == 2 else (None, None))
-bookings = store().list_bookings(status=statuses or None, urgency=urgencies or None,
-                                 date_from=start.isoformat() if start else None, date_to=end.isoformat() if end else None)
-if not bookings:
+filters = {"status": statuses, "urgency": urgencies, "date_from": start.isoformat() if start else None,
+           "date_to": end.isoformat() if end else None}
+offset = pager.current_offset("bk", tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in filters.items()))
+bookings, total = cache.bookings_page(**filters, offset=offset, limit=pager.PAGE_SIZE)
+if (last := pager.clamp("bk", total)) is not None:
+    bookings, total = cache.bookings_page(**filters, offset=last, limit=pager.PAGE_SIZE)
+if not total:
     st.info("条件に合う予約はありません。")
     st.stop()
 
-table = pd.DataFrame([{"予約番号": b["number"], "状態": STATUS.get(b["status"], b["status"]),
-                       "緊急度": URGENCY.get(b["urgency"] or "none", urgency_label(b["urgency"])),
-                       "種別": type_label(b["booking_type"]), "車両": b["vehicle_label"],
-                       "お名前": b["contact"].get("name", ""), "症状": b["symptom"][:40],
-                       "受付日時": jst(b["created_at"])} for b in bookings])
-picked = safe.table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                    key="bk_table")
-st.caption(f"{len(bookings)} 件。行を選ぶと詳細と操作を表示します。")
-st.download_button("CSV（Excel 用）", bookings_csv(bookings), file_name="bookings.csv",
-                   mime="text/csv", key="bk_csv", help="電話番号・住所・希望日時・症状の全文を含みます（日時は日本時間）。")
-rows = picked.selection.rows if picked and picked.selection else []
-if not rows:
+
+def _table(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([{"予約番号": b["number"], "状態": STATUS.get(b["status"], b["status"]),
+                          "緊急度": URGENCY.get(b["urgency"] or "none", urgency_label(b["urgency"])),
+                          "種別": type_label(b["booking_type"]), "車両": b["vehicle_label"],
+                          "お名前": b["contact"].get("name", ""), "症状": b["symptom"][:40],
+                          "受付日時": jst(b["created_at"])} for b in rows])
+
+
+def _csv():
+    """Every booking the filters find (up to ``EXPORT_LIMIT``), made when the button is clicked."""
+    shared, query = store(), {k: (v or None) for k, v in filters.items()}
+    return lambda: bookings_csv(shared.list_bookings(**query, limit=EXPORT_LIMIT))
+
+
+selected = pager.selection("bk", "bk_table", [b["number"] for b in bookings])
+safe.table(_table(bookings), hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+           key="bk_table")
+pager.pager("bk", total, len(bookings))
+st.download_button("CSV（Excel 用）", _csv(), file_name="bookings.csv", mime="text/csv", key="bk_csv",
+                   help="電話番号・住所・希望日時・症状の全文を含みます（日時は日本時間）。")
+booking = store().get_booking(selected) if selected else None  # the selected booking, read alone and fresh
+if booking is None:
     st.stop()
-booking = bookings[rows[0]]
 number = booking["number"]
 
 

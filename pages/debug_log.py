@@ -2,12 +2,15 @@
 shared store), filterable; each record in full with its prompt version; replay of a call with an
 edited prompt (old and new output side by side with our validator's verdict and a JSON diff); batch
 replay of a change over many calls of one task; a recorded conversation turned into a ``core.eval``
-scenario. The logic is in ``core.workbench``, the tabs in ``ui.workbench``; this page lays them out."""
+scenario. The logic is in ``core.workbench``, the tabs in ``ui.workbench``; this page lays them out.
+
+The list is one page of an indexed query (``core.store.debug_records``), shared by every session through
+``ui.cache`` until a record is added; the record opened for replay is read alone by its id."""
 from __future__ import annotations
 
 import streamlit as st
 
-from core import workbench as wb
+from ui import cache
 from ui.session import leave_pages_directory_mode, provider_caption, store
 from ui.workbench import batch, promote, records, replay
 
@@ -19,23 +22,28 @@ state = st.session_state
 if not state.get("debug_enabled"):
     st.info("このタブでのデバッグログの記録はオフです（サイドバーで切り替えられます）。他の操作者の記録は表示されます。")
 
-stamp = store().debug_records_stamp()  # reruns reuse the parsed records until one is added or deleted
-if state.get("wb_records_cache", (None,))[0] != stamp:
-    loaded = store().list_debug_records(limit=1000)
-    state.wb_records_cache = (stamp, loaded, wb.records_frame(loaded))
-_, all_records, frame = state.wb_records_cache
-if not all_records:
+if not store().debug_ids(limit=1):  # the newest record's id: one read of the primary key
     st.caption("まだ記録がありません。会話フローを実行すると、モデル呼び出しごとに 1 件記録されます。")
     st.stop()
-by_id = {r["id"]: r for r in all_records}
 
-filtered = records.filters(all_records, frame)
+filtered = records.page(records.filters())
+
+
+def opened() -> dict | None:
+    """The record opened for replay (``wb_record``): from this page of the list, else read alone by its id."""
+    record_id = state.get("wb_record")
+    if record_id is None:
+        return None
+    return next((r for r in filtered.records if r["id"] == record_id), None) or \
+        store().get_debug_records([record_id]).get(record_id)
+
+
 tab_records, tab_replay, tab_batch, tab_promote = st.tabs(["記録", "再実行", "一括再実行", "シナリオ化"])
 with tab_records:
-    records.records_tab(filtered, len(all_records), replay.open_replay)
+    records.records_tab(filtered, replay.open_replay)
 with tab_replay:
-    replay.replay_tab(filtered.records, by_id)
+    replay.replay_tab(filtered.records, opened())
 with tab_batch:
-    batch.batch_tab(filtered.records, records.options(frame, "task"))
-with tab_promote:
-    promote.promote_tab(filtered.conversation, by_id.get(state.get("wb_record")) or {})
+    batch.batch_tab(filtered.query, cache.debug_values("task"))
+with tab_promote:  # after the replay tab, which opens the newest record when none is open yet
+    promote.promote_tab(filtered.conversation, opened() or {})

@@ -1,5 +1,9 @@
 """ナレッジライブラリ: every drafted knowledge entry — search, filter, open the source conversation,
-edit with history, confirm / archive, export (CSV with BOM, JSON, JSONL of the turns)."""
+edit with history, confirm / archive, export (CSV with BOM, JSON, JSONL of the turns).
+
+The list is read from the store a page at a time (filters and full-text search in the database, cached by
+``ui.cache`` until an entry changes); the selected entry is read alone; exports are built when their
+button is clicked. The selection follows the entry, so a save that re-sorts the list keeps it open."""
 from __future__ import annotations
 
 import pandas as pd
@@ -8,7 +12,7 @@ import streamlit as st
 from core.knowledge.export import STATUS_LABELS, entries_csv, entries_json, turns_jsonl
 from core.text.jst import jst
 from core.validation import ENTRY_FIELDS
-from ui import outage, safe
+from ui import cache, outage, pager, safe
 from ui.display_name import recorded_as
 from ui.knowledge_base import linked_entry
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
@@ -21,50 +25,76 @@ ICONS = {"draft": "🟡", "confirmed": "🟢", "archived": "⚪"}
 STATUS = {k: f"{ICONS[k]} {v}" for k, v in STATUS_LABELS.items()}
 ACTIONS = {"edit": "編集", "drafted": "草案作成", "model_update": "草案更新", "confirm": "確定", "archive": "アーカイブ",
            "restore": "復元"}
+EXPORT_LIMIT = 5000  # entries in one export
 
 st.title("📚 ナレッジライブラリ")
 provider_caption()
 st.caption("契約ナレッジ作成で作られたすべてのナレッジです。確定済みのナレッジは、その後の会話で変更されません。")
 who = identity()
+state = st.session_state
 
 # ---- filters ---------------------------------------------------------------------------------------
 search_col, status_col, type_col = st.columns([3, 2, 2])
 query = search_col.text_input("検索（タイトル・契約類型・条項・本文）", key="lib_query", max_chars=200)
 statuses = status_col.multiselect("状態", list(STATUS), default=["draft", "confirmed"], format_func=STATUS.get,
                                   placeholder="すべて", key="lib_status")
-types = type_col.multiselect("契約類型", store().contract_types(), placeholder="すべて", key="lib_types")
-entries = store().list_entries(status=statuses or None, contract_type=types or None, query=query)
+types = type_col.multiselect("契約類型", cache.contract_types(), placeholder="すべて", key="lib_types")
+filters = {"status": statuses or None, "contract_type": types or None, "query": query}
+offset = pager.current_offset("lib", (query, tuple(statuses), tuple(types)))
+entries, total = cache.entries_page(statuses, types, query, offset, pager.PAGE_SIZE)
+if (last := pager.clamp("lib", total)) is not None:
+    entries, total = cache.entries_page(statuses, types, query, last, pager.PAGE_SIZE)
 linked = linked_entry(store())  # ?entry=<No.> from a citation or a similar-entry link
 
-if not entries and linked is None:
+if not total:
     st.info("条件に合うナレッジはありません。")
-    st.stop()
+    if not state.get("lib_selected") and linked is None:  # a saved entry the filters now leave out stays open
+        st.stop()
 
+selected = pager.selection("lib", "lib_table", [e["id"] for e in entries])
 table = pd.DataFrame([{"No.": e["id"], "状態": STATUS.get(e["status"], e["status"]), "タイトル": e["knowledge_title"],
                        "契約類型": e["contract_type"], "対象条項": e["target_clause"], "版": e["version"],
                        "更新者": e["updated_by_label"], "更新日時": jst(e["updated_at"])} for e in entries])
-picked = safe.table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                    key="lib_table")
-rows = picked.selection.rows if picked and picked.selection else []
-st.caption(f"{len(entries)} 件。行を選ぶと詳細・編集・履歴を表示します。")
+if total:
+    safe.table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+               key="lib_table")
+    pager.pager("lib", total, len(entries))
 
-# ---- export ----------------------------------------------------------------------------------------
-with st.expander("⬇️ エクスポート（表示中の全件）"):
-    keep = st.checkbox("契約本文の個人情報をマスクしない（API キーなどの秘密情報は常に除去されます）", key="lib_keep")
-    c1, c2, c3 = st.columns(3)
-    c1.download_button("CSV（Excel 用）", entries_csv(entries, keep_contract_text=keep), file_name="knowledge.csv",
-                       mime="text/csv", key="lib_csv")
-    c2.download_button("JSON", entries_json(entries, keep_contract_text=keep), file_name="knowledge.json",
-                       mime="application/json", key="lib_json")
-    conversations = sorted({e["conversation_id"] for e in entries if e.get("conversation_id")})
-    c3.download_button("会話 JSONL", turns_jsonl({cid: store().list_turns(cid) for cid in conversations},
-                                                keep_contract_text=keep),
-                       file_name="knowledge_turns.jsonl", mime="application/jsonl", key="lib_jsonl")
 
-if not rows and linked is None:
+# ---- export (built when a button is clicked) ----------------------------------------------------------
+def _export(build, keep: bool):
+    """A download's content, made on click (in Streamlit's download thread) from every entry the filters
+    find, up to ``EXPORT_LIMIT``: nothing is built on a rerun."""
+    shared = store()
+    return lambda: build(shared, shared.list_entries(**filters, limit=EXPORT_LIMIT), keep)
+
+
+def _turns(shared, found, keep):
+    conversations = sorted({e["conversation_id"] for e in found if e.get("conversation_id")})
+    return turns_jsonl({cid: shared.list_turns(cid) for cid in conversations}, keep_contract_text=keep)
+
+
+if total:
+    with st.expander("⬇️ エクスポート（表示中の全件）"):
+        keep = st.checkbox("契約本文の個人情報をマスクしない（API キーなどの秘密情報は常に除去されます）", key="lib_keep")
+        if total > EXPORT_LIMIT:
+            st.caption(f"新しい順に {EXPORT_LIMIT:,} 件までを書き出します。")
+        c1, c2, c3 = st.columns(3)
+        c1.download_button("CSV（Excel 用）", _export(lambda _, f, k: entries_csv(f, keep_contract_text=k), keep),
+                           file_name="knowledge.csv", mime="text/csv", key="lib_csv")
+        c2.download_button("JSON", _export(lambda _, f, k: entries_json(f, keep_contract_text=k), keep),
+                           file_name="knowledge.json", mime="application/json", key="lib_json")
+        c3.download_button("会話 JSONL", _export(_turns, keep), file_name="knowledge_turns.jsonl",
+                           mime="application/jsonl", key="lib_jsonl")
+
+entry = store().get_entry(selected) if selected else linked  # the selected entry, read alone and fresh
+if entry is None:
     st.stop()
-entry = entries[rows[0]] if rows else linked
 eid = entry["id"]
+
+
+def _position() -> int | None:
+    return store().entry_position(eid, **filters)
 
 
 @outage.protect
@@ -72,6 +102,7 @@ def _status(action: str) -> None:
     try:
         store().set_entry_status(eid, action, identity())
         st.toast("更新しました。", icon="✅")
+        pager.follow("lib", eid, _position)
     except (PermissionError, ValueError) as exc:
         st.toast(str(exc), icon="⚠️")
 
@@ -116,6 +147,7 @@ else:
             store().edit_entry(eid, values, identity(), keep_contract_text=keep_edit)
             outage.release(f"library_{eid}")
             st.toast("保存しました（履歴に記録されました）。", icon="💾")
+            pager.follow("lib", eid, _position)  # the list re-sorts: keep this entry open, on its page
             st.rerun()
         except (PermissionError, ValueError) as exc:
             st.error(str(exc))

@@ -11,6 +11,7 @@ from typing import Any, Iterator, Mapping, Protocol
 
 from sqlalchemy import Engine, insert, select, text, update
 
+from core.store import stamps
 from core.store import tables as t
 from core.store.db import create_store_engine, default_url, migrate
 from core.text.pii import clean_text
@@ -60,9 +61,33 @@ def entry_digest(entry: Mapping[str, Any]) -> str:
     return hashlib.sha256(dumps(storable_entry(entry)).encode()).hexdigest()
 
 
-def turn_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
-    """The analytic columns of a turn row that exist in the table, JSON ones serialised."""
+def _get(value: Any, *path: str) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def derived_turn_columns(turn_json: Any, entry: Any = None) -> dict[str, Any]:
+    """The turn's ``mode`` (a knowledge turn's ``control.mode``) and ``citations`` (how many sources it
+    cites: the turn's ``citations`` or ``rag_sources``, else the chat entry's ``sources``), read once so
+    分析 need not parse the JSON. ``turn_json`` / ``entry`` may be dicts or their JSON text."""
+    turn = loads(turn_json) if isinstance(turn_json, str) else turn_json
+    chat = loads(entry) if isinstance(entry, str) else entry
+    mode = _get(turn, "control", "mode")
+    cited = _get(turn, "citations") or _get(turn, "rag_sources")
+    if cited is None:
+        cited = _get(chat, "sources")
+    return {"mode": str(mode)[:20] if isinstance(mode, str) else None,
+            "citations": len(cited) if isinstance(cited, list) else 0}
+
+
+def turn_columns(columns: Mapping[str, Any], entry: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The analytic columns of a turn row that exist in the table, JSON ones serialised; ``mode`` and
+    ``citations`` are derived from ``turn_json`` and ``entry`` unless given."""
     values = {k: v for k, v in columns.items() if k in t.turns.c}
+    derived = derived_turn_columns(values.get("turn_json"), entry)
+    for key, value in derived.items():
+        values.setdefault(key, value)
     for key in ("attachments", "turn_json"):
         if values.get(key) is not None and not isinstance(values[key], str):
             values[key] = dumps(values[key])
@@ -107,6 +132,18 @@ PERMISSION_JA = {"manual.write": "マニュアルの変更", "prompt.write": "�
                  "booking.update": "予約の変更"}
 
 
+def distinct_values(conn: Any, table: str, column: str, limit: int = 1000) -> list[Any]:
+    """The distinct non-null values of ``table.column`` in order, at most ``limit``, read from an index whose
+    first column is ``column`` one value at a time (a "loose index scan": as many index seeks as there are
+    values, however many rows hold them). ``table`` and ``column`` are our own names, never user input."""
+    if not (table.isidentifier() and column.isidentifier()):
+        raise ValueError(f"{table}.{column}")
+    query = text(f"WITH RECURSIVE v(x, n) AS (SELECT MIN({column}), 1 FROM {table} UNION ALL "
+                 f"SELECT (SELECT MIN({column}) FROM {table} WHERE {column} > v.x), n + 1 FROM v "
+                 f"WHERE v.x IS NOT NULL AND n < :limit) SELECT x FROM v WHERE x IS NOT NULL")
+    return [row[0] for row in conn.execute(query, {"limit": int(limit)})]
+
+
 def require(actor: Any, permission: str) -> None:
     """Fail closed: only an actor that says it may (``actor.can(permission)``) passes. ``None``, a plain
     string or anything without ``can`` is refused, as is :class:`~core.identity.Identity` without the
@@ -137,6 +174,8 @@ class StoreBase:
         self._writer = self.engine.execution_options(kaiwa_write=True)
         if run_migrations:
             migrate(self.engine)
+            with self._writer.begin() as conn:  # a later migration that copies a table drops its triggers
+                stamps.ensure(conn)
 
     @staticmethod
     def now() -> str:
@@ -168,6 +207,13 @@ class StoreBase:
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             return Health(True, False, exc)
         return Health(True, True)
+
+    def change_stamp(self) -> tuple[tuple[str, int], ...] | None:
+        """Each stamped table's change stamp (``core.store.stamps``): equal tuples mean nothing was written
+        in between. None on an engine without stamps."""
+        with self._read() as conn:
+            values = stamps.read(conn)
+        return None if values is None else tuple(sorted(values.items()))
 
     # ---- audit -----------------------------------------------------------------------------------
     def _audit(self, conn, actor: Any, action: str, target_type: str, target_id: Any, detail: Any = None) -> None:

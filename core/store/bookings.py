@@ -13,7 +13,7 @@ import secrets
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from core.store import tables as t
@@ -78,23 +78,23 @@ class BookingsStore:
 
     def list_bookings(self, *, status: Sequence[str] | None = None, urgency: Sequence[str] | None = None,
                       date_from: str | None = None, date_to: str | None = None,
-                      conversation_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-        """Newest first. ``date_from`` / ``date_to`` are ISO dates (UTC, inclusive)."""
+                      conversation_id: str | None = None, limit: int = 500, offset: int = 0) -> list[dict[str, Any]]:
+        """Newest first, ``limit`` rows from ``offset``. ``date_from`` / ``date_to`` are ISO dates (UTC,
+        inclusive)."""
         c = t.bookings.c
-        stmt = select(t.bookings).order_by(c.created_at.desc()).limit(limit)
-        if status:
-            stmt = stmt.where(c.status.in_(list(status)))
-        if urgency:
-            stmt = stmt.where(c.urgency.in_(list(urgency)))
-        if date_from:
-            stmt = stmt.where(c.created_at >= str(date_from))
-        if date_to:
-            end = (datetime.fromisoformat(str(date_to)[:10]) + timedelta(days=1)).date().isoformat()
-            stmt = stmt.where(c.created_at < end)
-        if conversation_id:
-            stmt = stmt.where(c.conversation_id == conversation_id)
+        stmt = (select(t.bookings).where(*_bookings_where(status, urgency, date_from, date_to, conversation_id))
+                .order_by(c.created_at.desc(), c.id.desc()).limit(limit).offset(max(0, int(offset))))
         with self._read() as conn:
             return [{**row._asdict(), "contact": loads(row.contact, {})} for row in conn.execute(stmt)]
+
+    def count_bookings(self, *, status: Sequence[str] | None = None, urgency: Sequence[str] | None = None,
+                       date_from: str | None = None, date_to: str | None = None,
+                       conversation_id: str | None = None) -> int:
+        """How many bookings :meth:`list_bookings` would find without a limit."""
+        stmt = (select(func.count()).select_from(t.bookings)
+                .where(*_bookings_where(status, urgency, date_from, date_to, conversation_id)))
+        with self._read() as conn:
+            return int(conn.execute(stmt).scalar() or 0)
 
     def set_booking_status(self, number: str, status: str, actor: Any) -> dict[str, Any]:
         if status not in BOOKING_STATUSES:
@@ -111,3 +111,22 @@ class BookingsStore:
                          .values(status=status, updated_by=user_id, updated_by_label=label, updated_at=self.now()))
             self._audit(conn, actor, f"booking.{status}", "booking", number, {"from": row.status, "to": status})
         return self.get_booking(number) or {}
+
+
+def _bookings_where(status: Sequence[str] | None, urgency: Sequence[str] | None, date_from: str | None,
+                    date_to: str | None, conversation_id: str | None) -> list[Any]:
+    """The filters of 予約管理 as SQL conditions, each served by an index (status, urgency, created_at)."""
+    c = t.bookings.c
+    where: list[Any] = []
+    if status:
+        where.append(c.status.in_(list(status)))
+    if urgency:
+        where.append(c.urgency.in_(list(urgency)))
+    if date_from:
+        where.append(c.created_at >= str(date_from))
+    if date_to:
+        end = (datetime.fromisoformat(str(date_to)[:10]) + timedelta(days=1)).date().isoformat()
+        where.append(c.created_at < end)
+    if conversation_id:
+        where.append(c.conversation_id == conversation_id)
+    return where

@@ -217,7 +217,7 @@ class ConversationsStore:
         stored = storable_entry(entry)
         entry_id = str(stored.get("id") or new_id(12))
         stored["id"] = entry_id
-        values = turn_columns(columns)
+        values = turn_columns(columns, stored)
         for attempt in range(5):  # PostgreSQL: two writers may pick the same seq; the unique index decides
             try:
                 with self._write() as conn:
@@ -236,7 +236,7 @@ class ConversationsStore:
 
     def update_turn_entry(self, conversation_id: str, entry: Mapping[str, Any], **columns: Any) -> None:
         stored = storable_entry(entry)
-        values = turn_columns(columns)
+        values = turn_columns(columns, stored)
         with self._write() as conn:
             conn.execute(update(t.turns).where(and_(t.turns.c.conversation_id == conversation_id,
                                                     t.turns.c.entry_id == str(stored.get("id"))))

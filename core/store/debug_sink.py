@@ -4,6 +4,10 @@
 records this browser tab made (the newest ``keep``), and every ``append`` is also stored with its
 owner and conversation, so all operators see every call on the debug page. A store failure is logged
 and never breaks the user's turn.
+
+A record the store took is kept here as its summary (``SUMMARY_KEYS``: no messages, schema or raw output;
+those are read from the store by the debug page), so a session holds a few KB however long its model
+calls are; a record the store could not take is kept whole (it is the only copy).
 """
 from __future__ import annotations
 
@@ -13,6 +17,11 @@ from typing import Any, Mapping
 from core.store.store import Store
 
 logger = logging.getLogger(__name__)
+
+
+SUMMARY_KEYS = ("time", "session_id", "flow", "step", "prompt", "prompt_version", "task", "provider", "model",
+                "strategy", "attempt", "kind", "outcome", "errors", "latency_ms", "usage", "parse_stage",
+                "judgment_method", "_store_id")
 
 
 class StoredDebugLog(list):
@@ -26,6 +35,9 @@ class StoredDebugLog(list):
         kept = dict(record)
         try:
             kept["_store_id"] = self.store.add_debug_record(record, self.owner)
+            kept = {k: kept[k] for k in SUMMARY_KEYS if k in kept}
+            if isinstance(kept.get("errors"), list):
+                kept["errors"] = [str(e)[:300] for e in kept["errors"][:10]]
         except Exception:  # noqa: BLE001 - the debug log must never fail a turn
             logger.exception("could not store a debug record")
         super().append(kept)

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 
+from core.store import search
 from core.store import tables as t
-from core.store.base import clean_fields, dumps, loads, require, who
+from core.store.base import clean_fields, distinct_values, dumps, loads, require, who
 from core.validation import ENTRY_FIELDS
 
 STATUS_JA = {"draft": "下書き", "confirmed": "確定済み", "archived": "アーカイブ済み"}
@@ -39,6 +40,7 @@ class LibraryStore:
                         created_by_label=label, created_at=stamp, updated_by=user_id, updated_by_label=label,
                         updated_at=stamp, **data).returning(t.knowledge_entries.c.id)).scalar_one()
                     self._history(conn, entry_id, 1, "drafted", data, "draft", user_id, label)
+                    search.index_entry(conn, entry_id, data)
                 else:
                     entry_id = row.id
                     if any(getattr(row, f) != data[f] for f in ENTRY_FIELDS):
@@ -46,6 +48,7 @@ class LibraryStore:
                         conn.execute(update(t.knowledge_entries).where(t.knowledge_entries.c.id == entry_id).values(
                             version=version, updated_by=user_id, updated_by_label=label, updated_at=stamp, **data))
                         self._history(conn, entry_id, version, "model_update", data, "draft", user_id, label)
+                        search.index_entry(conn, entry_id, data)
                 ids.append(entry_id)
         return ids
 
@@ -72,28 +75,64 @@ class LibraryStore:
             row = conn.execute(select(t.knowledge_entries).where(t.knowledge_entries.c.id == int(entry_id))).first()
         return row._asdict() if row else None
 
-    def list_entries(self, *, status: Sequence[str] | str | None = None, contract_type: Sequence[str] | str | None = None,
-                     query: str = "", conversation_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-        """Library search: status / contract type filters and a substring match over the six fields."""
+    def _entries_where(self, status: Sequence[str] | str | None, contract_type: Sequence[str] | str | None,
+                       query: str, conversation_id: str | None) -> list[Any]:
         c = t.knowledge_entries.c
-        stmt = select(t.knowledge_entries).order_by(c.updated_at.desc(), c.id.desc()).limit(limit)
+        where: list[Any] = []
         if status:
-            stmt = stmt.where(c.status.in_([status] if isinstance(status, str) else list(status)))
+            where.append(c.status.in_([status] if isinstance(status, str) else list(status)))
         if contract_type:
-            stmt = stmt.where(c.contract_type.in_([contract_type] if isinstance(contract_type, str)
-                                                  else list(contract_type)))
+            where.append(c.contract_type.in_([contract_type] if isinstance(contract_type, str) else list(contract_type)))
         if conversation_id:
-            stmt = stmt.where(c.conversation_id == conversation_id)
-        for word in query.split()[:8]:
-            stmt = stmt.where(or_(*[getattr(c, f).contains(word[:100], autoescape=True) for f in ENTRY_FIELDS]))
+            where.append(c.conversation_id == conversation_id)
+        matched = search.entry_condition(self.dialect, query)
+        if matched is not None:
+            where.append(matched)
+        return where
+
+    def list_entries(self, *, status: Sequence[str] | str | None = None, contract_type: Sequence[str] | str | None = None,
+                     query: str = "", conversation_id: str | None = None, limit: int = 500,
+                     offset: int = 0) -> list[dict[str, Any]]:
+        """Library search, newest change first: status / contract type filters and the full-text search
+        (``core.store.search``: every word somewhere in the six fields), ``limit`` rows from ``offset``."""
+        c = t.knowledge_entries.c
+        stmt = (select(t.knowledge_entries).where(*self._entries_where(status, contract_type, query, conversation_id))
+                .order_by(c.updated_at.desc(), c.id.desc()).limit(limit).offset(max(0, int(offset))))
         with self._read() as conn:
             return [row._asdict() for row in conn.execute(stmt)]
 
-    def contract_types(self) -> list[str]:
-        c = t.knowledge_entries.c
+    def count_entries(self, *, status: Sequence[str] | str | None = None,
+                      contract_type: Sequence[str] | str | None = None, query: str = "",
+                      conversation_id: str | None = None) -> int:
+        """How many entries :meth:`list_entries` would find without a limit."""
+        stmt = (select(func.count()).select_from(t.knowledge_entries)
+                .where(*self._entries_where(status, contract_type, query, conversation_id)))
         with self._read() as conn:
-            return [r[0] for r in conn.execute(select(c.contract_type).where(c.contract_type != "").distinct()
-                                               .order_by(c.contract_type))]
+            return int(conn.execute(stmt).scalar() or 0)
+
+    def entry_position(self, entry_id: int, *, status: Sequence[str] | str | None = None,
+                       contract_type: Sequence[str] | str | None = None, query: str = "") -> int | None:
+        """Where entry ``entry_id`` stands (0-based) in :meth:`list_entries` with these filters, or None when
+        they leave it out: the library's pager turns to the page that holds a saved entry."""
+        c = t.knowledge_entries.c
+        where = self._entries_where(status, contract_type, query, None)
+        with self._read() as conn:
+            row = conn.execute(select(c.updated_at).where(c.id == int(entry_id), *where)).first()
+            if row is None:
+                return None
+            before = or_(c.updated_at > row.updated_at, and_(c.updated_at == row.updated_at, c.id > int(entry_id)))
+            return int(conn.execute(select(func.count()).select_from(t.knowledge_entries)
+                                    .where(before, *where)).scalar() or 0)
+
+    def contract_types(self) -> list[str]:
+        """Every contract type used, sorted (read from its index one value at a time)."""
+        with self._read() as conn:
+            return [v for v in distinct_values(conn, "knowledge_entries", "contract_type") if v != ""]
+
+    def rebuild_search_index(self) -> int:
+        """Rewrite the library's full-text index from the entries (the migration fills it; this is for repair)."""
+        with self._write() as conn:
+            return search.rebuild(conn)
 
     def edit_entry(self, entry_id: int, changes: Mapping[str, Any], actor: Any, *,
                    keep_contract_text: bool = False) -> dict[str, Any]:
@@ -116,6 +155,7 @@ class LibraryStore:
             conn.execute(update(t.knowledge_entries).where(t.knowledge_entries.c.id == row.id).values(
                 version=version, updated_by=user_id, updated_by_label=label, updated_at=self.now(), **data))
             self._history(conn, row.id, version, "edit", data, row.status, user_id, label)
+            search.index_entry(conn, row.id, data)
             self._audit(conn, actor, "entry.edit", "knowledge_entry", row.id,
                         {"fields": [f for f in ENTRY_FIELDS if getattr(row, f) != data[f]]})
         return self.get_entry(entry_id) or {}

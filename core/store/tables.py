@@ -27,6 +27,7 @@ conversations = Table(
     Column("turn_until", String(32), nullable=True),       # when it lapses if never released (a crashed process)
 )
 Index("ix_conversations_flow_updated", conversations.c.flow, conversations.c.updated_at)
+Index("ix_conversations_created", conversations.c.created_at)  # 分析 reads one period's conversations
 
 turns = Table(
     "turns", metadata,
@@ -51,6 +52,11 @@ turns = Table(
     Column("raw_output", Text, nullable=True),
     Column("entry", Text, nullable=False),                 # the page's chat entry (JSON) for exact resume
     Column("author", String(200), nullable=False, default=""),
+    # Read from turn_json / the entry once, when the turn is written (base.derived_turn_columns), so 分析
+    # groups by columns instead of parsing JSON: the knowledge turn's control.mode, and how many sources
+    # the answer cites (FAQ citations, diagnosis rag_sources, else the chat entry's sources).
+    Column("mode", String(20), nullable=True),
+    Column("citations", Integer, nullable=True),
 )
 Index("ux_turns_conversation_seq", turns.c.conversation_id, turns.c.seq, unique=True)
 
@@ -78,6 +84,19 @@ knowledge_entries = Table(
     Column("confirmed_by_label", String(200), nullable=True),   # who confirmed it, by name (for people)
 )
 Index("ix_entries_status", knowledge_entries.c.status, knowledge_entries.c.updated_at)
+Index("ix_entries_updated", knowledge_entries.c.updated_at, knowledge_entries.c.id)  # the library's order
+Index("ix_entries_contract_type", knowledge_entries.c.contract_type, knowledge_entries.c.updated_at)
+Index("ix_entries_conversation", knowledge_entries.c.conversation_id, knowledge_entries.c.slot)
+
+# The library's full-text index, one row per entry, written with the entry (core.store.search): character
+# bigrams of the six fields (core.text.ngrams). SQLite: an FTS5 table (rowid = entry id, column
+# ``document``: the tokens); PostgreSQL: this table with ``document`` a tsvector under a GIN index. The
+# migration creates it per engine; it is declared here so every table has one declaration.
+knowledge_search = Table(
+    "knowledge_search", metadata,
+    Column("entry_id", Integer, primary_key=True),
+    Column("document", Text, nullable=False),
+)
 
 entry_history = Table(
     "entry_history", metadata,
@@ -118,6 +137,9 @@ Index("ix_bookings_status", bookings.c.status, bookings.c.created_at)
 # one live (not cancelled) booking per conversation and form, however many confirmations arrive at once
 LIVE_FORM = text("status <> 'cancelled'")
 Index("ux_bookings_live_form", bookings.c.form_key, unique=True, sqlite_where=LIVE_FORM, postgresql_where=LIVE_FORM)
+Index("ix_bookings_created", bookings.c.created_at)
+Index("ix_bookings_urgency", bookings.c.urgency, bookings.c.created_at)
+Index("ix_bookings_conversation", bookings.c.conversation_id)
 
 debug_records = Table(
     "debug_records", metadata,
@@ -132,9 +154,22 @@ debug_records = Table(
     Column("strategy", String(40), nullable=True),
     Column("outcome", String(80), nullable=True),
     Column("record", Text, nullable=False),                # the masked record (JSON)
+    # Read from the record once, when it is stored (core.debuglog.record_columns): what デバッグログ filters
+    # on and 分析 groups by, so neither parses the JSON.
+    Column("task", String(100), nullable=True),
+    Column("method", String(40), nullable=True),
+    Column("error_type", String(80), nullable=True),
+    Column("prompt_version", String(64), nullable=True),
+    Column("kind", String(20), nullable=True),
+    Column("attempt", Integer, nullable=True),
+    Column("latency_ms", Float, nullable=True),
 )
 Index("ix_debug_records_conv", debug_records.c.conversation_id, debug_records.c.id)
 Index("ix_debug_records_time", debug_records.c.created_at)
+# One index per filter of the debug log (each with id, so "newest first" reads the index in order).
+DEBUG_FILTER_COLUMNS = ("flow", "step", "task", "provider", "model", "method", "outcome", "error_type")
+for _name in DEBUG_FILTER_COLUMNS:
+    Index(f"ix_debug_records_{_name}", debug_records.c[_name], debug_records.c.id)
 
 audit_log = Table(
     "audit_log", metadata,
@@ -179,3 +214,14 @@ heartbeat = Table(
     Column("id", Integer, primary_key=True),               # one row (id 1), rewritten by every health check
     Column("at", String(32), nullable=False),
 )
+
+# Change stamps: a number per table that grows with every insert, update or delete of its rows, so a page
+# can cache what it read until the data changes (``Store.change_stamp``). SQLite: this table, bumped by
+# triggers; PostgreSQL: one sequence per table (``stamp_<table>``), bumped by deferred constraint
+# triggers at commit (no row lock, so writers never wait on each other for it).
+store_stamps = Table(
+    "store_stamps", metadata,
+    Column("name", String(40), primary_key=True),
+    Column("value", Integer, nullable=False, default=0),
+)
+STAMPED_TABLES = ("conversations", "turns", "knowledge_entries", "entry_history", "bookings", "debug_records")

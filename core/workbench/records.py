@@ -6,43 +6,16 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from core.debuglog import METHOD_BY_TASK, error_type, record_method, record_task  # noqa: F401 - re-exported
 from core.llm.strategies import ALL_STRATEGIES
 from core.parsing import parse_with_stage
 from core.schema_versions import version_of
 from core.text.jst import jst_date
 
-# The method a record stands for: its strategy, or the seed-004 judgment stage its task is.
-METHOD_BY_TASK = {"choice_tag": "tag_fallback", "choice_evaluation": "ai_judge"}
 METHODS = (*ALL_STRATEGIES, "tag_fallback", "ai_judge")
 FRAME_COLUMNS = ["id", "time", "date", "session_id", "flow", "step", "task", "prompt", "prompt_version", "provider",
                  "model", "method", "strategy", "judgment_method", "kind", "attempt", "outcome", "error_type",
                  "latency_ms", "prompt_tokens", "completion_tokens", "total_tokens", "owner"]
-
-
-def record_task(record: Mapping[str, Any]) -> str:
-    """The task of a record: its ``task``, else the schema / tool name it sent, else its prompt."""
-    if record.get("task"):
-        return str(record["task"])
-    fmt = record.get("response_format") or {}
-    if isinstance(fmt, dict) and isinstance(fmt.get("json_schema"), dict) and fmt["json_schema"].get("name"):
-        return str(fmt["json_schema"]["name"])
-    for tool in record.get("tools") or []:
-        name = ((tool or {}).get("function") or {}).get("name")
-        if name:
-            return str(name)
-    return str(record.get("prompt") or "")
-
-
-def record_method(record: Mapping[str, Any]) -> str:
-    return METHOD_BY_TASK.get(record_task(record), str(record.get("strategy") or ""))
-
-
-def error_type(outcome: str | None) -> str:
-    """"" for ok; the provider error kind for ``provider_error:<kind>``; else the outcome itself."""
-    outcome = str(outcome or "")
-    if outcome in ("", "ok"):
-        return ""
-    return outcome.split(":", 1)[1] if outcome.startswith("provider_error:") else outcome
 
 
 def records_frame(records: Sequence[Mapping[str, Any]]):

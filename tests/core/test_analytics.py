@@ -1,5 +1,6 @@
 """core.analytics on a seeded store with known counts: every figure asserted exactly, on SQLite and
-PostgreSQL (``KAIWA_TEST_PG_URL``, as the store conformance suite)."""
+PostgreSQL (``KAIWA_TEST_PG_URL``, as the store conformance suite). The figures are the ones the pandas
+implementation produced before #17 moved the aggregation into the database."""
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
@@ -183,10 +184,10 @@ def test_load_frames_reads_the_range_and_counts_only_conversations_where_someone
         seeded[k] for k in ("K1", "K2", "K3", "K5", "D1", "D2", "D4", "F1", "F2")}
     assert conversations.loc[seeded["D1"], "provider"] == "openai"  # from its debug records
     assert conversations.loc[seeded["D4"], "provider"] == a.UNKNOWN
-    assert len(frames.debug) == 9  # the old call is outside the range
-    assert a.provider_options(frames) == ["offline", "openai", a.UNKNOWN]
+    assert frames.calls == 9  # the old call is outside the range
+    assert a.provider_options(store, **RANGE) == ["offline", "openai", a.UNKNOWN]
     everything = a.load_frames(store)
-    assert seeded["OLD"] in set(everything.conversations["id"]) and len(everything.debug) == 10
+    assert seeded["OLD"] in set(everything.conversations["id"]) and everything.calls == 10
 
 
 def test_interview_funnel(store, seeded):
@@ -277,7 +278,7 @@ def test_faq_rates_and_top_not_found_questions_masked(store, seeded):
 def test_provider_filter_keeps_that_providers_conversations_and_calls(store, seeded):
     frames = a.load_frames(store, **RANGE, providers=["offline"])
     assert set(frames.conversations["id"]) == {seeded["K2"], seeded["D2"], seeded["F2"]}
-    assert set(frames.debug["provider"]) == {"offline"} and len(frames.debug) == 2
+    assert set(frames.quality["provider"]) == {"offline"} and frames.calls == 2
     assert rows(a.interview_funnel(frames), "stage")["started"]["conversations"] == 1
     assert {k: v["exchanges"] for k, v in rows(a.faq_rates(frames), "outcome").items()}["not_found"] == 1
     assert metrics(a.diagnosis_summary(frames))["conversations"] == 1
@@ -296,8 +297,8 @@ def test_range_bounds_dates_inclusive_datetimes_exclusive():
 def test_a_range_of_japan_days_differs_from_utc_days(store, seeded):
     jst = timezone(timedelta(hours=9))
     japan = a.load_frames(store, datetime(2025, 6, 10, tzinfo=jst), datetime(2025, 6, 12, tzinfo=jst))
-    assert len(japan.debug) == 8  # the call at 2025-06-12 01:00 JST is the next Japan day…
-    assert len(a.load_frames(store, "2025-06-10", "2025-06-11").debug) == 9  # …but still 2025-06-11 in UTC
+    assert japan.calls == 8  # the call at 2025-06-12 01:00 JST is the next Japan day…
+    assert a.load_frames(store, "2025-06-10", "2025-06-11").calls == 9  # …but still 2025-06-11 in UTC
 
 
 def test_an_empty_store_gives_empty_tables_not_errors(store):
@@ -309,14 +310,32 @@ def test_an_empty_store_gives_empty_tables_not_errors(store):
     assert a.faq_rates(frames)["exchanges"].sum() == 0 and a.faq_top_not_found(frames).empty
 
 
-def test_debug_fields_are_read_in_the_database_not_by_loading_whole_records(store, seeded, monkeypatch):
-    parse = a._loads
+def test_no_record_or_turn_json_is_read_into_python(store, seeded, monkeypatch):
+    """The figures come from aggregate queries: no row handed to Python carries a debug record, a turn's JSON
+    or a chat entry, and the tables are the size of the answer (one row per conversation, per task group)."""
+    from sqlalchemy import event
 
-    def no_records(text):
-        if "messages" in str(text):
-            pytest.fail("debug records parsed in Python")
-        return parse(text)
+    seen: list[str] = []
 
-    monkeypatch.setattr(a, "_loads", no_records)
-    frames = a.load_frames(store, **RANGE)
-    assert "record" not in frames.debug and set(frames.debug["prompt_version"]) == {"v1", "v2", a.UNKNOWN}
+    def spy(conn, cursor, statement, parameters, context, executemany):
+        seen.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", spy)
+    try:
+        frames = a.load_frames(store, **RANGE)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", spy)
+    selects = " ".join(seen)
+    for column in ("d.record", "t.turn_json", "t.entry", "record,", "turn_json,"):
+        assert column not in selects
+    assert len(frames.conversations) == 11 and len(frames.quality) == 4  # K1–K5, D1–D4, F1–F2 (not the old one)
+    assert set(frames.quality["prompt_version"]) == {"v1", "v2", a.UNKNOWN}
+
+
+def test_stored_turns_carry_mode_and_citations_for_the_figures(store, seeded):
+    k1 = store.list_turns(seeded["K1"])
+    assert [t["mode"] for t in k1 if t["role"] == "assistant"] == ["interview", "interview", "interview", "finalize"]
+    d1 = [t["citations"] for t in store.list_turns(seeded["D1"]) if t["role"] == "assistant"]
+    assert d1 == [0, 0, 3, 0, 0]  # the chat entry's sources (the page's list) when the response names none
+    f1 = [t["citations"] for t in store.list_turns(seeded["F1"])]
+    assert f1 == [2, 0, 0, 1]

@@ -6,7 +6,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from core import analytics
@@ -16,21 +15,6 @@ from tests.core.test_analytics import OPERATOR_ID, call, conversation, diag_chat
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "analytics.py")
 TABLES = 12  # every st.dataframe on the page has its own download
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    """The files the page offers for download: {file name: bytes}."""
-    files: dict[str, bytes] = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def capture(self, path_or_data, mimetype, kind, filename=None):
-        if filename and isinstance(path_or_data, bytes):
-            files[filename] = path_or_data
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
-    return files
 
 
 @pytest.fixture
@@ -66,7 +50,7 @@ def table(at: AppTest, column: str):
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
-def test_the_page_shows_each_sections_numbers(seeded, downloads):
+def test_the_page_shows_each_sections_numbers(seeded, deferred):
     at = page()
     assert [t.label for t in at.tabs] == ["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"]
     assert {"インタビューのファネル", "タスク・プロバイダー・プロンプト版ごとの品質", "緊急度別の結果", "結果の内訳"} <= {
@@ -91,6 +75,7 @@ def test_the_page_shows_each_sections_numbers(seeded, downloads):
 
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["CSV をダウンロード"] * TABLES and len(at.dataframe) == TABLES
+    downloads = {name: make() for name, make in deferred.items()}  # each CSV is made when its button is clicked
     assert len(downloads) == TABLES
     csv = next(data for name, data in downloads.items() if name.startswith("faq_not_found_"))
     assert csv.startswith(b"\xef\xbb\xbf") and "090" not in csv.decode("utf-8-sig")
@@ -113,3 +98,26 @@ def test_an_empty_store_renders_every_section_without_errors():
     assert any("モデル呼び出しの記録はありません" in i.value for i in at.info)
     assert table(at, "段階")["会話数"].sum() == 0
     assert len(at.get("download_button")) == TABLES
+
+
+def test_a_rerun_reads_only_the_change_stamps_until_a_new_turn_is_stored(seeded):
+    """The period's figures are cached (shared by every session) until the store changes: a rerun with
+    nothing new runs no query but the stamps'; a new turn shows up on the next rerun."""
+    from sqlalchemy import event
+
+    at = page()
+    statements: list[str] = []
+    event.listen(seeded.engine, "before_cursor_execute",
+                 lambda *args: statements.append(args[2]) if args[2] != "BEGIN" else None)
+    at.run()
+    assert not at.exception and statements and all("stamp" in s for s in statements), statements
+    before = table(at, "段階").set_index("段階")["会話数"]["開始"]
+    conversation(seeded, "knowledge", knowledge_chat(("collect_case",)), provider="openai")
+    statements.clear()
+    at.run()
+    assert table(at, "段階").set_index("段階")["会話数"]["開始"] == before + 1
+    assert any("GROUP BY" in s for s in statements)  # read afresh, aggregated by the database
+    other = page()  # another browser session: the same cached figures, nothing recomputed
+    statements.clear()
+    other.run()
+    assert all("stamp" in s for s in statements)

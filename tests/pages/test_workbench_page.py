@@ -163,3 +163,33 @@ def test_saving_a_prompt_is_admin_only_and_explicit(workbench, monkeypatch, tmp_
     [saved, before] = list_prompt_versions(get_store(), "knowledge_system")
     assert saved["version"] == wb.content_version("新しいシステムプロンプト {{x}}")
     assert any(f"版 {saved['version']} として保存しました" in s.value for s in app.success)
+
+
+def test_the_replay_editor_follows_the_record_picked(workbench):
+    """Issue #15: after another record is picked, the editor shows *its* system prompt, input and prompt file
+    (the file a save would write), not the first record's."""
+    seed_knowledge_call(ScriptedClient([BAD]))
+    get_store().add_debug_record({
+        "session_id": "conv-faq", "flow": "faq", "step": "answer", "prompt": "faq_answer_system",
+        "task": "faq_answer", "provider": "offline", "model": "m", "strategy": "structured_output", "attempt": 1,
+        "kind": "call", "outcome": "ok", "raw_output": "{}", "temperature": 0.5,
+        "messages": [{"role": "system", "content": "FAQ の回答者です。"}, {"role": "user", "content": "保証期間は？"}]},
+        OPERATOR_ID)
+    [knowledge, faq] = get_store().list_debug_records()
+    app = workbench()
+    app.button(key=f"open_replay_{knowledge['id']}").click().run()
+    assert app.text_area(key="wb_system").value == knowledge["messages"][0]["content"]
+    assert app.selectbox(key="wb_prompt_name").value == "knowledge_system"
+    app.text_area(key="wb_system").set_value("書きかけの変更").run()
+    app.selectbox(key="wb_record_pick").set_value(faq["id"]).run()
+    assert not app.exception
+    assert app.session_state["wb_record"] == faq["id"]
+    assert app.text_area(key="wb_system").value == "FAQ の回答者です。"
+    assert app.text_area(key="wb_user").value == "保証期間は？"
+    assert app.number_input(key="wb_temperature").value == 0.5
+    assert app.selectbox(key="wb_prompt_name").value == "faq_answer_system"  # the file a save would write
+    assert app.text_area(key="wb_prompt_text_faq_answer_system").value == load_prompt("faq_answer_system")
+    assert not app.checkbox(key="wb_prompt_sure").value
+    app.selectbox(key="wb_record_pick").set_value(knowledge["id"]).run()  # and back again
+    assert app.text_area(key="wb_system").value == knowledge["messages"][0]["content"]
+    assert app.selectbox(key="wb_prompt_name").value == "knowledge_system"

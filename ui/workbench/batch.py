@@ -2,14 +2,16 @@
 many recorded calls of one task, with counts of what it fixed and broke."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from core import workbench as wb
 from core.llm.strategies import ALL_STRATEGIES
-from ui import safe
+from core.store.debug_records import DebugQuery
+from ui import cache, safe
+from ui.session import store
 from ui.sidebar import STRATEGY_LABELS
 from ui.workbench.labels import method_label
 
@@ -30,17 +32,21 @@ def _summary(batch: pd.DataFrame) -> None:
     safe.table(batch.rename(columns=BATCH_LABELS), hide_index=True, width="stretch")
 
 
-def batch_tab(shown_records: list[dict[str, Any]], task_options: list[str]) -> None:
+def batch_tab(query: DebugQuery, task_options: list[str]) -> None:
+    """A change replayed over the newest records of one task among those the filters match (read from the
+    store only when the batch runs)."""
     state = st.session_state
     if not task_options:
         st.info("絞り込みに一致する記録がありません。")
         return
     task = st.selectbox("タスク", task_options, key="wb_batch_task")
-    same = [r for r in reversed(shown_records) if wb.record_task(r) == task]
-    n = st.number_input("件数（新しい順）", 1, min(wb.MAX_BATCH, max(1, len(same))), min(10, max(1, len(same))),
+    same = replace(query, tasks=(task,))
+    found = cache.debug_count(same) if not query.tasks or task in query.tasks else 0
+    n = st.number_input("件数（新しい順）", 1, min(wb.MAX_BATCH, max(1, found)), min(10, max(1, found)),
                         key="wb_batch_n")
-    st.caption(f"絞り込み中の {task} の記録: {len(same)} 件")
-    first = wb.base_messages(same[0]) if same else []
+    st.caption(f"絞り込み中の {task} の記録: {found} 件")
+    newest = cache.debug_page(same, 0, 1)[0]
+    first = wb.base_messages(newest[0]) if newest else []
     batch_system = st.text_area("システムプロンプト（空欄なら各記録のまま）", value="", height=160,
                                 key="wb_batch_system", placeholder=wb.system_prompt_of(first)[:300])
     c1, c2 = st.columns(2)
@@ -51,11 +57,12 @@ def batch_tab(shown_records: list[dict[str, Any]], task_options: list[str]) -> N
     model = c2.text_input("モデル（空欄ならプロバイダーの既定）", key="wb_batch_model", max_chars=200)
     chain = c3.multiselect("方式", list(ALL_STRATEGIES), format_func=lambda s: STRATEGY_LABELS[s],
                            placeholder="選択してください", key="wb_batch_strategies")
-    if st.button("▶️ 一括再実行", key="wb_batch_run", type="primary", disabled=not same):
+    if st.button("▶️ 一括再実行", key="wb_batch_run", type="primary", disabled=not found):
         change = {"system_prompt": batch_system or None, "temperature": temperature, "model": model or None,
                   "strategies": chain, "replace_text": [(old_text, new_text)] if old_text else []}
+        records = list(reversed(store().debug_page(same, limit=int(n))))  # newest first
         bar = st.progress(0.0, text="再実行しています…")
-        state.wb_batch = wb.batch_replay(same[: int(n)], change, state.llm_client,
+        state.wb_batch = wb.batch_replay(records, change, state.llm_client,
                                          progress=lambda i, total: bar.progress(i / total, text=f"{i} / {total}"))
         bar.empty()
     if state.get("wb_batch") is not None:

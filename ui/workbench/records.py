@@ -1,64 +1,84 @@
-"""記録: the filters over every recorded model call, the table, its JSONL download, clearing the log
-(admins), and each record in full."""
+"""記録: the filters over every recorded model call, one page of the list (read from the store by an indexed
+query, cached until a record is added), its JSONL download (built on click), clearing the log (admins),
+and each record of the page in full."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Callable
 
-import pandas as pd
 import streamlit as st
 
 from core import workbench as wb
 from core.debuglog import to_jsonl
 from core.prompts import prompt_versions
-from core.text.jst import jst
+from core.store.debug_records import TEXT_SEARCH_WINDOW, DebugQuery
+from core.text.jst import JST, jst
+from ui import cache, pager
 from ui.safe import lines, plain
 from ui.safe import table as table_widget
 from ui.session import identity, store
 from ui.workbench.labels import COLUMN_LABELS, METHOD_LABELS, OUTCOME_LABELS, method_label, record_label
 
+JSONL_LIMIT = 1000  # records in one JSONL download (the newest that match)
+
 
 @dataclass
 class Filtered:
     conversation: str  # the conversation id typed into the filter ("" for all)
-    frame: pd.DataFrame  # the rows of the records frame that pass every filter
-    records: list[dict[str, Any]]  # those records, oldest first
+    query: DebugQuery  # every filter, as the store reads it
+    records: list[dict[str, Any]]  # the records of this page, oldest first
+    matched: int  # how many records the filters match
+    total: int  # how many records there are
 
 
-def options(frame: pd.DataFrame, column: str) -> list[str]:
-    return sorted(str(v) for v in frame[column].dropna().unique() if str(v) != "")
+def _bound(day: date | None, *, end: bool = False) -> str | None:
+    """A Japan-time date as a UTC bound of ``created_at`` (the end inclusive: the next JST midnight)."""
+    if day is None:
+        return None
+    moment = datetime.combine(day + timedelta(days=1) if end else day, time(), JST)
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def filters(records: list[dict[str, Any]], frame: pd.DataFrame) -> Filtered:
-    """The 🔎 絞り込み expander; returns what passes it."""
+def filters() -> DebugQuery:
+    """The 🔎 絞り込み expander (its options are every value stored); returns the query it makes."""
     with st.expander("🔎 絞り込み", expanded=True):
         c1, c2, c3, c4 = st.columns(4)
         conversation = c1.text_input("会話 ID", value=st.query_params.get("conversation", ""), key="f_conversation",
                                      max_chars=80).strip()
-        flows = c2.multiselect("フロー", options(frame, "flow"), placeholder="すべて", key="f_flow")
-        steps = c3.multiselect("ステップ / フェーズ", options(frame, "step"), placeholder="すべて", key="f_step")
-        tasks = c4.multiselect("タスク", options(frame, "task"), placeholder="すべて", key="f_task")
+        flows = c2.multiselect("フロー", cache.debug_values("flow"), placeholder="すべて", key="f_flow")
+        steps = c3.multiselect("ステップ / フェーズ", cache.debug_values("step"), placeholder="すべて", key="f_step")
+        tasks = c4.multiselect("タスク", cache.debug_values("task"), placeholder="すべて", key="f_task")
         c1, c2, c3, c4 = st.columns(4)
-        providers = c1.multiselect("プロバイダー", options(frame, "provider"), placeholder="すべて", key="f_provider")
-        models = c2.multiselect("モデル", options(frame, "model"), placeholder="すべて", key="f_model")
-        methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(options(frame, "method"))), placeholder="すべて",
-                                 key="f_strategy", format_func=method_label)
-        outcomes = c4.multiselect("結果", options(frame, "outcome"), placeholder="すべて", key="f_outcome",
+        providers = c1.multiselect("プロバイダー", cache.debug_values("provider"), placeholder="すべて", key="f_provider")
+        models = c2.multiselect("モデル", cache.debug_values("model"), placeholder="すべて", key="f_model")
+        methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(cache.debug_values("method"))),
+                                 placeholder="すべて", key="f_strategy", format_func=method_label)
+        outcomes = c4.multiselect("結果", cache.debug_values("outcome"), placeholder="すべて", key="f_outcome",
                                   format_func=lambda o: OUTCOME_LABELS.get(o, o))
         c1, c2, c3, c4 = st.columns(4)
-        error_types = c1.multiselect("エラー種別", options(frame, "error_type"), placeholder="すべて", key="f_error_type")
+        error_types = c1.multiselect("エラー種別", cache.debug_values("error_type"), placeholder="すべて",
+                                     key="f_error_type")
         date_from = c2.date_input("開始日（日本時間）", value=None, key="f_date_from")
         date_to = c3.date_input("終了日（日本時間）", value=None, key="f_date_to")
         failed_only = c4.toggle("失敗のみ", key="f_failed")
         text = st.text_input("出力・エラーを検索", key="f_text", max_chars=200)
-    shown = wb.filter_records(frame, conversation=conversation, flows=flows, steps=steps, tasks=tasks,
-                              providers=providers, models=models, methods=methods, outcomes=outcomes,
-                              error_types=error_types, date_from=date_from, date_to=date_to, failed_only=failed_only)
-    if text:
-        shown = shown[[text in (records[i].get("raw_output") or "") or text in " ".join(records[i].get("errors") or [])
-                       for i in shown.index]]
-    return Filtered(conversation, shown, [records[i] for i in shown.index])
+        if text:
+            st.caption(f"出力・エラーの検索は、ほかの条件に合う新しい {TEXT_SEARCH_WINDOW:,} 件が対象です。")
+    return DebugQuery(conversation=conversation, flows=tuple(flows), steps=tuple(steps), tasks=tuple(tasks),
+                      providers=tuple(providers), models=tuple(models), methods=tuple(methods),
+                      outcomes=tuple(outcomes), error_types=tuple(error_types), since=_bound(date_from),
+                      until=_bound(date_to, end=True), failed_only=failed_only, text=text)
+
+
+def page(query: DebugQuery) -> Filtered:
+    """The page of records the pager points at, with the counts."""
+    offset = pager.current_offset("wb", query)
+    records, matched, total = cache.debug_page(query, offset, pager.PAGE_SIZE)
+    if (last := pager.clamp("wb", matched)) is not None:
+        records, matched, total = cache.debug_page(query, last, pager.PAGE_SIZE)
+    return Filtered(query.conversation, query, records, matched, total)
 
 
 def _clear_log(conversation: str) -> None:
@@ -118,17 +138,24 @@ def record_detail(r: dict[str, Any], on_open_replay: Callable[[int], None]) -> N
                 st.json(r["prompt_versions"])
 
 
-def records_tab(filtered: Filtered, total: int, on_open_replay: Callable[[int], None]) -> None:
-    shown = filtered.frame
-    st.caption(f"{len(shown)} / {total} 件（全操作者の最新 1,000 件まで・時刻は日本時間）")
-    table = shown.assign(time=[jst(t) for t in shown["time"]])
+def _jsonl(query: DebugQuery) -> Callable[[], str]:
+    """The newest ``JSONL_LIMIT`` records the filters match, oldest first: made when the button is clicked."""
+    shared = store()
+    return lambda: to_jsonl(shared.debug_page(query, limit=JSONL_LIMIT))
+
+
+def records_tab(filtered: Filtered, on_open_replay: Callable[[int], None]) -> None:
+    frame = wb.records_frame(filtered.records)
+    table = frame.assign(time=[jst(t) for t in frame["time"]])
     table = table[[c for c in COLUMN_LABELS if c in table.columns]].rename(columns=COLUMN_LABELS)
     table_widget(table, width="stretch", hide_index=True)
-    st.download_button("JSONL をダウンロード", to_jsonl(filtered.records), file_name="debug_logs.jsonl",
-                       mime="application/jsonl", key="dl_debug")
+    pager.pager("wb", filtered.matched, len(filtered.records))
+    st.caption(f"全操作者の記録 {filtered.total:,} 件・時刻は日本時間")
+    st.download_button("JSONL をダウンロード", _jsonl(filtered.query), file_name="debug_logs.jsonl",
+                       mime="application/jsonl", key="dl_debug", help=f"絞り込みに合う新しい {JSONL_LIMIT:,} 件まで")
     with st.expander("📄 プロンプトファイルの現在のバージョン"):
         st.dataframe([{"プロンプト": name, "バージョン": version} for name, version in prompt_versions().items()],
                      hide_index=True, width="stretch")
     _clear_log(filtered.conversation)
-    for r in reversed(filtered.records[-50:]):
+    for r in reversed(filtered.records):
         record_detail(r, on_open_replay)

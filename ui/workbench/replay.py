@@ -17,16 +17,28 @@ from ui.session import identity, store
 from ui.sidebar import STRATEGY_LABELS
 from ui.workbench.labels import method_label, record_label
 
-EDITOR_KEYS = ("wb_system", "wb_user", "wb_temperature", "wb_model", "wb_strategies")
+# Every widget of the editor, the record picker and the prompt-saving form: all start again from the record's
+# values when another record is opened (the prompt file to save is the record's, the confirmation is unticked).
+EDITOR_KEYS = ("wb_system", "wb_user", "wb_temperature", "wb_model", "wb_strategies", "wb_record_pick",
+               "wb_prompt_name", "wb_prompt_note", "wb_prompt_sure")
+PROMPT_TEXT_PREFIX = "wb_prompt_text_"
 
 
 def open_replay(record_id: int) -> None:
-    """Button callback: edit this record in the replay tab (the editor starts from its values)."""
+    """Callback (a record's 「再実行タブで開く」 button, or the record picker): edit this record in the replay
+    tab. Runs before the script, so every editor widget is drawn afresh from this record's values."""
     state = st.session_state
     state.wb_record = record_id
     state.pop("wb_replay", None)
-    for key in EDITOR_KEYS:
+    for key in [*EDITOR_KEYS, *(k for k in list(state.keys()) if str(k).startswith(PROMPT_TEXT_PREFIX))]:
         state.pop(key, None)
+
+
+def _picked() -> None:
+    """The record picker changed: open the picked record."""
+    picked = st.session_state.get("wb_record_pick")
+    if picked is not None and picked != st.session_state.get("wb_record"):
+        open_replay(picked)
 
 
 def _result(result: Any) -> None:
@@ -55,7 +67,7 @@ def save_prompt_section(record: dict[str, Any]) -> None:
     default_name = record.get("prompt") if record.get("prompt") in names else names[0]
     name = st.selectbox("プロンプトファイル", names, index=names.index(default_name), key="wb_prompt_name")
     content = st.text_area(f"{name} の内容（テンプレート: {{{{…}}}} はそのまま残してください）",
-                           value=load_prompt(name), height=260, key=f"wb_prompt_text_{name}")
+                           value=load_prompt(name), height=260, key=f"{PROMPT_TEXT_PREFIX}{name}")
     note = st.text_input("変更メモ", key="wb_prompt_note", max_chars=300)
     sure = st.checkbox(f"{name} をすべてのレプリカで差し替えることを確認しました", key="wb_prompt_sure",
                        disabled=not who.can("prompt.write"))
@@ -78,20 +90,25 @@ def save_prompt_section(record: dict[str, Any]) -> None:
                   hide_index=True, width="stretch")
 
 
-def replay_tab(shown_records: list[dict[str, Any]], by_id: dict[int, dict[str, Any]],
+def replay_tab(shown_records: list[dict[str, Any]], selected_record: dict[str, Any] | None = None,
                on_open: Callable[[int], None] = open_replay) -> None:
+    """``shown_records``: the page of the list (oldest first); ``selected_record``: the record opened for
+    replay (``wb_record``), read by id wherever it is."""
     state = st.session_state
+    by_id = {r["id"]: r for r in shown_records}
     ids = [r["id"] for r in reversed(shown_records)]
     selected = state.get("wb_record")
-    if selected in by_id and selected not in ids:
-        ids.insert(0, selected)
+    if selected_record is not None and selected_record.get("id") == selected:
+        by_id[selected] = selected_record
+        if selected not in ids:
+            ids.insert(0, selected)
     if not ids:
         st.info("絞り込みに一致する記録がありません。")
         return
-    record_id = st.selectbox("再実行する記録", ids, index=ids.index(selected) if selected in ids else 0,
-                             format_func=lambda i: record_label(by_id[i]), key="wb_record_pick")
-    if record_id != state.get("wb_record"):
-        on_open(record_id)
+    if selected not in ids:  # nothing opened yet (or it was deleted): the newest shown record
+        on_open(ids[0])
+    record_id = st.selectbox("再実行する記録", ids, index=ids.index(state.get("wb_record")),
+                             format_func=lambda i: record_label(by_id[i]), key="wb_record_pick", on_change=_picked)
     record = by_id[record_id]
     base = wb.base_messages(record)
     st.caption(f"判定に使うスキーマ: {wb.judge_for(record).source} · プロンプト: {record.get('prompt') or '—'}"

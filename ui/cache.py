@@ -1,0 +1,154 @@
+"""What the store-backed pages read, cached once for the whole server (``st.cache_data``), not per session.
+
+Every cached read is keyed by the store's URL, the change stamps of the tables it reads
+(``Store.change_stamp``: they move with every write, from any process) and its own arguments, so a rerun
+with nothing new reads nothing from the database, and the first rerun after a write reads afresh. Each
+cache holds a bounded number of entries (``max_entries``) for a bounded time (``ttl``), so the server's
+memory stays flat however many sessions come and go (a session keeps only its widget values), and a stamp
+that cannot be read (another database engine) is covered by the TTL alone.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import streamlit as st
+
+from core import analytics
+from core.store import get_store
+from core.store.debug_records import DebugQuery
+from ui.session import store
+
+TTL_SECONDS = 300
+
+
+def stamp(*tables: str) -> tuple[Any, ...] | None:
+    """The change stamps of ``tables`` (all stamped tables when none is named), read now: one small query."""
+    stamps = store().change_stamp()
+    if stamps is None:
+        return None
+    return tuple((name, value) for name, value in stamps if not tables or name in tables)
+
+
+def _url() -> str:
+    return store().url
+
+
+# ---- 分析 ----------------------------------------------------------------------------------------------
+FIGURES = ("interview_funnel", "turns_to_phase", "phase_dropoff", "entries_confirmed", "model_quality",
+           "quality_over_time", "method_mix", "error_types", "diagnosis_summary", "diagnosis_outcomes",
+           "diagnosis_end_steps", "faq_rates")
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _figures(url: str, stamps: Any, since: datetime, until: datetime, providers: tuple[str, ...]
+             ) -> dict[str, Any]:
+    frames = analytics.load_frames(get_store(url), since, until, providers)
+    tables = {name: getattr(analytics, name)(frames) for name in FIGURES}
+    tables["faq_top_not_found"] = analytics.faq_top_not_found(frames, 20)
+    return tables
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _providers(url: str, stamps: Any, since: datetime, until: datetime) -> list[str]:
+    return analytics.provider_options(get_store(url), since, until)
+
+
+def analytics_figures(since: datetime, until: datetime, providers: list[str]) -> tuple[tuple, dict[str, Any]]:
+    """``(key, tables)``: every table of 分析 for the period (``core.analytics`` function name → table),
+    computed by the database once for all sessions until the next write to the store, and a key that
+    names exactly these tables (for :func:`replay`)."""
+    key = (_url(), stamp(), since, until, tuple(sorted(providers)))
+    return key, _figures(*key)
+
+
+def provider_options(since: datetime, until: datetime) -> list[str]:
+    return _providers(_url(), stamp(), since, until)
+
+
+ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.dataframe}
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)
+def replay(kind: str, key: Any, _data: Any, **kwargs: Any) -> None:
+    """``st.bar_chart`` / ``st.line_chart`` / ``st.dataframe`` of ``_data``, drawn once per ``key`` (which must
+    name the data: it is not hashed) and then replayed (Streamlit replays the elements a cached function
+    drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most of a rerun's time."""
+    ELEMENTS[kind](_data, **kwargs)
+
+
+# ---- ナレッジライブラリ ------------------------------------------------------------------------------------
+LIBRARY_TABLES = ("knowledge_entries",)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _entries(url: str, stamps: Any, filters: tuple, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    status, types, query = filters
+    s = get_store(url)
+    kwargs = {"status": list(status) or None, "contract_type": list(types) or None, "query": query}
+    return s.list_entries(**kwargs, limit=limit, offset=offset), s.count_entries(**kwargs)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def _contract_types(url: str, stamps: Any) -> list[str]:
+    return get_store(url).contract_types()
+
+
+def entries_page(status: list[str], types: list[str], query: str, offset: int, limit: int
+                 ) -> tuple[list[dict[str, Any]], int]:
+    """One page of the library (newest change first) and how many entries the filters find."""
+    return _entries(_url(), stamp(*LIBRARY_TABLES), (tuple(status), tuple(types), query), offset, limit)
+
+
+def contract_types() -> list[str]:
+    return _contract_types(_url(), stamp(*LIBRARY_TABLES))
+
+
+# ---- 予約管理 -------------------------------------------------------------------------------------------
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _bookings(url: str, stamps: Any, filters: tuple, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    status, urgency, date_from, date_to = filters
+    s = get_store(url)
+    kwargs = {"status": list(status) or None, "urgency": list(urgency) or None, "date_from": date_from,
+              "date_to": date_to}
+    return s.list_bookings(**kwargs, limit=limit, offset=offset), s.count_bookings(**kwargs)
+
+
+def bookings_page(status: list[str], urgency: list[str], date_from: str | None, date_to: str | None, offset: int,
+                  limit: int) -> tuple[list[dict[str, Any]], int]:
+    """One page of bookings (newest first) and how many the filters find."""
+    return _bookings(_url(), stamp("bookings"), (tuple(status), tuple(urgency), date_from, date_to), offset, limit)
+
+
+# ---- デバッグログ ---------------------------------------------------------------------------------------
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def _debug_values(url: str, stamps: Any, column: str) -> list[str]:
+    return get_store(url).debug_values(column)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)  # whole records: a few MB at most each
+def _debug_page(url: str, stamps: Any, query: DebugQuery, offset: int, limit: int
+                ) -> tuple[list[dict[str, Any]], int, int]:
+    s = get_store(url)
+    matched = s.count_debug_records(query=query)
+    return s.debug_page(query, limit=limit, offset=offset), matched, (
+        matched if query == DebugQuery() else s.count_debug_records())
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _debug_count(url: str, stamps: Any, query: DebugQuery) -> int:
+    return get_store(url).count_debug_records(query=query)
+
+
+def debug_values(column: str) -> list[str]:
+    """A debug-log filter's options (every value stored)."""
+    return _debug_values(_url(), stamp("debug_records"), column)
+
+
+def debug_page(query: DebugQuery, offset: int, limit: int) -> tuple[list[dict[str, Any]], int, int]:
+    """One page of the records ``query`` matches (oldest first within it), how many match, how many exist."""
+    return _debug_page(_url(), stamp("debug_records"), query, offset, limit)
+
+
+def debug_count(query: DebugQuery) -> int:
+    return _debug_count(_url(), stamp("debug_records"), query)
