@@ -12,8 +12,8 @@ Urgency: the keyword rules (critical → RESERVATION at once), then, after the m
 rules fused with the semantic layer and the sections' markers (``core.diagnosis.urgency_semantic``):
 that level is what the prompt and the offline policy see (``context["urgency"]``). Every route to a
 "this is normal" answer passes ``normal_answer_blocked``: a model ``spec_answer`` it blocks becomes
-the normal case's question (or a plain answer). The manual_coverage raise (D12) applies to answers,
-not to questions. A rule or exemplar that says "do not drive" (a flat tyre) keeps can_drive False.
+the normal case's question (or a plain answer). The manual_coverage raise (D12) applies to every
+action, questions included (seed 000 §4). A rule or exemplar that says "do not drive" (a flat tyre) keeps can_drive False.
 A confirmed normal answer drops what the semantic layer added back to the rules' own level.
 
 Snapshots: ``state_snapshots`` holds ``{turn: N, state}`` with the state *just before* the user's
@@ -297,9 +297,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         session.rewritten_query = data["rewritten_query"].strip()
     session.manual_coverage = data.get("manual_coverage")
     # D12 manual_coverage raise, D13 urgency_flag
-    flag = data.get("urgency_flag") or "none"
-    if data["action"] in ("provide_answer", "escalate"):  # a question is not an answer the manual must cover
-        flag = raise_for_coverage(flag, session.manual_coverage)
+    flag = raise_for_coverage(data.get("urgency_flag") or "none", session.manual_coverage)  # every action
     if flag == "critical":
         raise_urgency(session, "critical", can_drive=data.get("can_drive") if data.get("can_drive") is not None else False,
                       visit_urgency="immediate")
