@@ -39,6 +39,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from core.diagnosis.denials import asks_about_denied, strip_denials
 from core.diagnosis.urgency_semantic import NormalCase, confirming_hit, normal_cases
 from core.llm.base import LLMRequest
 from core.text.quoting import is_heading
@@ -149,6 +150,9 @@ def _answers(ctx: dict[str, Any]) -> list[str]:
 
 
 def _category(text: str) -> str:
+    """The symptom category of ``text``, from what it reports (a denied symptom is not a category:
+    「警告灯は点いていないけど音がする」 is a noise)."""
+    text = strip_denials(text).kept
     for name, pattern in CATEGORIES:
         if pattern.search(text):
             return name
@@ -255,7 +259,9 @@ def _lamp_choices(hits: list[dict[str, Any]], powertrain: str, symptom: str = ""
 
 
 def _next_question(ctx: dict[str, Any], category: str, hits: list[dict[str, Any]]) -> Q | None:
-    symptom = " ".join([ctx.get("symptom") or ""] + _answers(ctx))
+    said = [ctx.get("symptom") or ""] + _answers(ctx)
+    denied = [w for text in said for w in strip_denials(text).denied]
+    symptom = " ".join(strip_denials(text).kept for text in said)
     asked = set(ctx.get("asked_topics") or [])
     if category == "howto" or not hits or _urgency(ctx).get("intent") == "info":
         return None  # a how-to question, or nothing in the manual to narrow down with
@@ -266,6 +272,8 @@ def _next_question(ctx: dict[str, Any], category: str, hits: list[dict[str, Any]
             continue
         if q.get("skip") and re.search(q["skip"], symptom):
             continue
+        if asks_about_denied(q["topic"], q["message"], denied):
+            continue  # never ask about what the customer said is absent
         if q["topic"] == "点灯している警告灯の種類":
             if _lamps_named(symptom):
                 continue

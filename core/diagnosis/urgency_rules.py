@@ -25,6 +25,7 @@ from typing import Iterable
 
 import yaml
 
+from core.diagnosis.denials import strip_denials
 from core.diagnosis.models import urgency_rank
 from core.paths import DATA_DIR
 
@@ -157,9 +158,10 @@ def _only_hypothetical(form: str) -> bool:
 
 
 def is_how_to(text: str | None) -> bool:
-    """An information / how-to question with no symptom verb or state in it, or a hypothetical
-    "what if" question (:data:`HYPOTHETICAL`)."""
-    return _how_to_forms(variants(text))
+    """An information / how-to question with no symptom verb or state in it (once the symptoms the
+    text denies are set aside: 「オイル漏れはないけど交換時期を知りたい」), or a hypothetical "what if"
+    question (:data:`HYPOTHETICAL`)."""
+    return _how_to_forms(variants(strip_denials(text).kept))
 
 
 def _how_to_forms(forms: list[str]) -> bool:
@@ -180,8 +182,10 @@ class UrgencyRules:
         The text's :func:`variants` (joined, colloquial and written negation spelled out, canonical
         words) are matched with hiragana folded to katakana, against patterns folded the same way,
         so a hiragana, katakana or mixed spelling meets the same words *and* the same exclusions
-        (「まふらーから ゆげ」 is the muffler's steam, as 「マフラーから湯気」 is)."""
-        written = variants(text)
+        (「まふらーから ゆげ」 is the muffler's steam, as 「マフラーから湯気」 is). A symptom the text
+        only denies (「警告灯は点いていないけど」「異音や振動はない」, :mod:`core.diagnosis.denials`) is
+        set aside first: it never raises the level."""
+        written = variants(strip_denials(text).kept)
         if not written:
             return KeywordUrgency()
         question = _how_to_forms(written)

@@ -37,6 +37,7 @@ from core.diagnosis.actions import (
     SPEC_FEEDBACK,
 )
 from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.denials import asks_about_denied
 from core.diagnosis.guards import (
     append_default_choices,
     attach_icons,
@@ -60,6 +61,7 @@ from core.diagnosis.prompt_builder import (
     build_additional_instructions,
     build_diagnostic_messages,
     build_summary_messages,
+    denied_symptoms,
     policy_context,
 )
 from core.diagnosis.rag import RagHit, merge_sources, rag_search_many, to_sources
@@ -92,6 +94,8 @@ PARTIAL_NOTE = "ℹ️ この回答は取扱説明書の記載に加えて、一
 NO_DRIVE_NOTE = "🚨 自走は控えてください。安全な場所に停車し、ロードサービスの手配をおすすめします。"
 INSPECT_SOON_NOTE = "⚠️ 早急な点検をおすすめします。"
 RESOLUTION_QUESTION = "この内容で解決しましたか？"
+DENIED_TOPIC_LINE = ("直前の質問トピック「{topic}」は、お客様が「ない」と述べた症状（{denied}）についての質問です。"
+                     "否定された症状については質問せず、お客様が述べた症状に関係する内容だけを質問してください。")
 RESTRICT_TOPIC_LINE = ("直前の質問トピック「{topic}」はお客様の症状「{symptom}」と関係がありません。"
                        "症状に直接関係する内容だけを質問してください。")
 FORCE_ANSWER_LINE = ("待ちメッセージ（「まとめます」「お待ちください」など）は禁止です。"
@@ -267,12 +271,21 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
 
     # D10 topic relevance → one re-call with a topic restriction
     context_text = " ".join(h.section + " " + h.text for h in hits)
-    if data["action"] in ("ask_question", "clarify_term") and is_irrelevant_topic(
-            data.get("question_topic"), session.symptom_text, session.conversation_history, context_text):
-        line = RESTRICT_TOPIC_LINE.format(topic=data.get("question_topic"), symptom=session.symptom_text)
-        retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_RESTRICT_TOPIC, line)])
-        if retry.ok:
-            data = dict(retry.data)
+    # (and a question about a symptom the customer denied, the same way)
+    denied = denied_symptoms(session)
+    if data["action"] in ("ask_question", "clarify_term"):
+        line = None
+        if asks_about_denied(data.get("question_topic"), data.get("message"), denied):
+            line = DENIED_TOPIC_LINE.format(topic=data.get("question_topic"), denied="、".join(denied))
+        elif is_irrelevant_topic(data.get("question_topic"), session.symptom_text, session.conversation_history,
+                                 context_text):
+            line = RESTRICT_TOPIC_LINE.format(topic=data.get("question_topic"), symptom=session.symptom_text)
+        if line is not None:
+            retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_RESTRICT_TOPIC, line)])
+            if retry.ok:
+                data = dict(retry.data)
+            if asks_about_denied(data.get("question_topic"), data.get("message"), denied):
+                data.update(message=FALLBACK_MESSAGE, choices=None, question_topic=None)  # still asking it
     # D11 waiting message → one re-call forcing an answer
     if is_waiting_message(data.get("message")):
         retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_FORCE_ANSWER, FORCE_ANSWER_LINE)])
