@@ -39,7 +39,7 @@ LEVELS = ("critical", "high", "medium", "low")
 # hiragana → katakana fold, so kana spellings are covered by the katakana alternatives.
 HOW_TO = re.compile(
     r"どうやって|どうやったら|どうすれば.{0,6}(開|あけ|外|はず|消|け[しせ]|設定|使|つか|入|い[れら]|つけ|付け|戻|もど|直|なお)|"
-    r"(やり方|やりかた|仕方|しかた|使い方|つかいかた|方法|手順|[けしきえめれせい](方|かた))(を|が|は|って)?.{0,4}(教え|おしえ|知りた|しりた|わから|分から|わかん|ある|ありますか|[?？]|$)|"
+    r"(やり方|やりかた|仕方|しかた|使い方|つかいかた|方法|ほうほう|ホウホウ|手順|てじゅん|[けしきえめれせい](方|かた))(を|が|は|って)?.{0,4}(教え|おしえ|知りた|しりた|わから|分から|わかん|ある|ありますか|[?？]|$)|"
     r"どこ|ドコ|(何|なん|ナン)の(意味|マーク|ランプ)|意味(は|って|を)|とは|"
     r"いつ(?!も)|イツ(?!モ)|いくつ|イクツ|(何|なん)(キロ|km|人|にん|リットル|年)|どれ|ドレ|どのように|どっち|ドッチ|どちら|ドチラ|"
     r"(?<![0-9])何(?!回|度|か|とか|だか)|なに(?!か|とか)|ナニ(?!カ)|なんで|ナンデ|なぜ|ナゼ|どうして|"
@@ -142,6 +142,19 @@ def variants(text: str | None) -> list[str]:
     return out
 
 
+def normal_form(text: str | None) -> str:
+    """One normalised reading of ``text`` for a learned model: the symptoms it denies set aside
+    (:mod:`core.diagnosis.denials`), NFKC, spaces between Japanese words dropped, colloquial /
+    dialect / written negation spelled out, the drivers' other words written the rules' way
+    (:func:`canonical`) and hiragana folded to katakana — so 「ぶれーき きかねえ」 and
+    「ブレーキ効かない」 share most of their characters."""
+    base = unicodedata.normalize("NFKC", strip_denials(text).kept)[:MAX_CHARS]
+    joined = _JA_SPACE.sub("", base)
+    colloquial = _COLLOQUIAL_NOT.sub("ない", joined)
+    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _LITERARY_NOT.sub("ない", colloquial)))
+    return canonical(dialect).translate(_HIRAGANA).lower()
+
+
 # A hypothetical question (「もし走行中にブレーキが効かなくなったら、どうすればいい？」): a symptom word
 # inside an "if … then how" question is not a report. 「もしかして」「もしもし」 are not "if".
 HYPOTHETICAL = re.compile(
@@ -165,10 +178,19 @@ def is_how_to(text: str | None) -> bool:
 
 
 def _how_to_forms(forms: list[str]) -> bool:
-    """:func:`is_how_to` on the text's :func:`variants`."""
+    """:func:`is_how_to` on the text's :func:`variants`. A bare 「ない」 that only a negation rewrite
+    put there (「こうかん ほうほう」 read as dialect 「こうかない」) is not a symptom word."""
     if any(_only_hypothetical(f) for f in forms):
         return True
-    return any(HOW_TO.search(f) for f in forms) and not any(SYMPTOM_WORD.search(f) for f in forms)
+    if not any(HOW_TO.search(f) for f in forms):
+        return False
+    original = forms[0] if forms else ""
+    for form in forms:
+        for match in SYMPTOM_WORD.finditer(form):
+            if match.group(0) in ("ない", "ナイ") and "ない" not in original and "ナイ" not in original:
+                continue
+            return False
+    return True
 
 
 @dataclass

@@ -183,3 +183,36 @@ class JapaneseTokenizer:
 def get_tokenizer(mode: str = DEFAULT_MODE, form: str = DEFAULT_FORM) -> JapaneseTokenizer:
     """Shared tokenizer instance per (mode, form)."""
     return JapaneseTokenizer(mode, form)
+
+
+_HIRAGANA_FOLD = {c: c + 0x60 for c in range(0x3041, 0x3097)}
+_reading_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _reading_tokenizer():
+    """A mode-C Sudachi tokenizer of its own (used under ``_reading_lock``)."""
+    return _dictionary().tokenizer(mode=_split_mode("C"))
+
+
+def readings(text: str, max_chars: int = 1000) -> list[tuple[str, str]]:
+    """``(surface, katakana reading)`` of each morpheme of ``text`` (NFKC, at most ``max_chars``
+    characters; Sudachi mode C), spaces and punctuation left out; a morpheme without a reading reads
+    as its surface with hiragana folded to katakana. 「店頭した」→ [(店頭, テントウ), (し, シ), (た, タ)]."""
+    text = unicodedata.normalize("NFKC", text or "")[:max_chars]
+    if not text.strip():
+        return []
+    out: list[tuple[str, str]] = []
+    with _reading_lock:
+        tokenizer = _reading_tokenizer()
+        for piece in pieces(text):
+            for m in tokenizer.tokenize(piece):
+                if m.part_of_speech()[0] in ("空白", "補助記号"):
+                    continue
+                out.append((m.surface(), (m.reading_form() or m.surface()).translate(_HIRAGANA_FOLD)))
+    return out
+
+
+def reading(text: str, max_chars: int = 1000) -> str:
+    """The katakana reading of ``text``: :func:`readings` joined. 「点灯した」→「テントウシタ」."""
+    return "".join(r for _, r in readings(text, max_chars))

@@ -64,7 +64,7 @@ from core.diagnosis.prompt_builder import (
     denied_symptoms,
     policy_context,
 )
-from core.diagnosis.rag import RagHit, merge_sources, rag_search_many, to_sources
+from core.diagnosis.rag import RagHit, cited_first, merge_sources, rag_search_many, to_sources
 from core.diagnosis.steps import reservation
 from core.diagnosis.steps.common import (
     FALLBACK_MESSAGE,
@@ -217,7 +217,10 @@ def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJ
                    judgment=judgment, fallback=True)
 
 
-def _cited_first(sources: list[RagSource], message: str) -> list[RagSource]:
+def _cited_first(sources: list[RagSource], message: str, hits: Sequence[RagHit] = ()) -> list[RagSource]:
+    """The sources with the section the message quotes first (added from ``hits`` when the cut dropped it)."""
+    if hits:
+        return cited_first(sources, list(hits), message)
     return sorted(sources, key=lambda s: 0 if s.section and s.section in message else 1)
 
 
@@ -314,7 +317,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if flag == "critical":
         raise_urgency(session, "critical", can_drive=data.get("can_drive") if data.get("can_drive") is not None else False,
                       visit_urgency="immediate")
-        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"]),
+        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"], hits),
                                  judgment=judgment)
     # a level raised by the coverage guard takes that level's default visit urgency
     visit = data.get("visit_urgency") if flag == data.get("urgency_flag") else None
@@ -327,7 +330,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if action == "escalate":
         raise_urgency(session, "high" if flag not in ("high", "critical") else flag, can_drive=data.get("can_drive"),
                       visit_urgency=data.get("visit_urgency"))
-        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"]),
+        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"], hits),
                                  judgment=judgment)
     if action == "spec_answer":
         if keyword.normal_confirmed:  # the customer's answer confirmed the manual's normal case
@@ -336,7 +339,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         session.spec_check_shown = True
         prompt = PromptInfo(type="single_choice", message=f"{data['message']}\n\n{RESOLUTION_QUESTION}",
                             choices=[c.model_copy() for c in SPEC_CHOICES], action=SPEC_FEEDBACK)
-        return respond(session, prompt, pending_kind="spec", rag_sources=_cited_first(sources, data["message"]),
+        return respond(session, prompt, pending_kind="spec", rag_sources=_cited_first(sources, data["message"], hits),
                        judgment=judgment)
     if action == "provide_answer":  # §10: the manual's answer and its sources are shown with it
         named = [h for h in hits if h.section and h.section in data["message"]]  # the section the answer cites
@@ -353,7 +356,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     choices = attach_icons(append_default_choices(data.get("choices")), topic)
     prompt = PromptInfo(type="single_choice" if choices else "text", message=data["message"], choices=choices,
                         action=ANSWER if choices else None)
-    return respond(session, prompt, pending_kind="question", rag_sources=sources, judgment=judgment)
+    return respond(session, prompt, pending_kind="question", rag_sources=_cited_first(sources, data["message"], hits),
+                   judgment=judgment)
 
 
 def _normal_case_question(data: dict[str, Any], keyword: KeywordUrgency) -> dict[str, Any]:
