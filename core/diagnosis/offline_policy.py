@@ -77,7 +77,8 @@ DEFAULT_LAMPS = {"hybrid": ("engine", "hybrid", "abs", "tpms"), "4wd": ("engine"
                  "other": ("engine", "abs", "tpms", "charge")}
 
 CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("warning_light", re.compile(r"警告灯|ランプ|マーク|表示灯|インジケーター|点灯|点滅|メッセージ|表示され|テントウ|テンメツ")),
+    ("warning_light", re.compile(r"警告灯|(?<!ルーム)(?<!ヘッド)(?<!テール)(?<!ブレーキ)(?<!フォグ)(?<!マップ)(?<!室内)ランプ|マーク|"
+                                 r"(?<!READY)表示灯|インジケーター|(?<!ルームランプが)(?<!ライトが)点灯|点滅|メッセージ|表示され|テントウ|テンメツ")),
     ("noise", re.compile(r"音|鳴|キーキー|ガラガラ|ゴロゴロ|カタカタ|ガタガタ|キュルキュル|ゴー|ウィーン|ヒューン|オト(?!ナ)")),
     ("vibration", re.compile(r"振動|揺れ|ゆれ|震え|ブルブル|ぶるぶる|ガクガク|ぶれる|ブレる|ユレ|シンドウ|ブレル")),
     ("leak", re.compile(r"漏れ|もれ|垂れ|たれ|ポタポタ|ぽたぽた|水たまり|シミ|濡れ|モレ|タレ|ミズタマリ")),
@@ -266,7 +267,7 @@ def _spec_hit(hits: list[dict[str, Any]], flags: set[str], ctx: dict[str, Any] |
     return None
 
 
-def _lamps_named(text: str) -> list[str]:
+def lamps_named(text: str) -> list[str]:
     """The lamps ``text`` names (also in kana or casual spelling, read through :func:`normal_form`)."""
     forms = (text, normal_form(text))
     return [key for key, _, words in LAMPS if any(w in f for w in words for f in forms)]
@@ -275,7 +276,7 @@ def _lamps_named(text: str) -> list[str]:
 def _lamp_choices(hits: list[dict[str, Any]], powertrain: str, symptom: str = "") -> list[str]:
     keys: list[str] = []
     for hit in hits:
-        for key in _lamps_named(hit["section"]):
+        for key in lamps_named(hit["section"]):
             if key not in keys:
                 keys.append(key)
     kind = "hybrid" if "hybrid" in powertrain else ("4wd" if "4wd" in powertrain else "other")
@@ -307,7 +308,7 @@ def _next_question(ctx: dict[str, Any], category: str, hits: list[dict[str, Any]
         if asks_about_denied(q["topic"], q["message"], denied):
             continue  # never ask about what the customer said is absent
         if q["topic"] == "点灯している警告灯の種類":
-            if _lamps_named(symptom):
+            if lamps_named(symptom):
                 continue
             q = dict(q, choices=_lamp_choices(hits, (ctx.get("vehicle") or {}).get("powertrain") or "", symptom))
         return q
@@ -343,14 +344,14 @@ CATEGORY_TITLES = {"noise": ("異音", "鳴き"), "vibration": ("振動",), "lea
 def best_hit(hits: list[dict[str, Any]], text: str, category: str) -> dict[str, Any] | None:
     """The hit to answer from: retrieval score, plus a bonus when the section title (or the lamp it
     is about) is named in the user's text, or fits the symptom's category."""
-    named = set(_lamps_named(text))
+    named = set(lamps_named(text))
 
     def rank(hit: dict[str, Any]) -> float:
         bonus = 0.0
         title = _strip_paren(hit["section"])
         if any(len(part) >= 3 and part in text for part in re.split(r"[・／/、]", title)):
             bonus += 0.5
-        if named and named & set(_lamps_named(hit["section"])):
+        if named and named & set(lamps_named(hit["section"])):
             bonus += 0.5
         if any(word in hit["section"] for word in CATEGORY_TITLES.get(category, ())):
             bonus += 0.3

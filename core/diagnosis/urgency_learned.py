@@ -121,6 +121,14 @@ class LearnedUrgency:
         norm = float(np.linalg.norm(vec))
         return vec / norm if norm else vec
 
+    @property
+    def embedding_size(self) -> int:
+        return int(self.coef.shape[1]) - len(self.terms)
+
+    def accepts(self, embedding: np.ndarray) -> bool:
+        """The embedding has the size the classifier was trained on (another embedder's has not)."""
+        return int(np.asarray(embedding).size) == self.embedding_size
+
     def features(self, text: str | None, embedding: np.ndarray) -> np.ndarray:
         emb = np.asarray(embedding, dtype=np.float64)
         norm = float(np.linalg.norm(emb))

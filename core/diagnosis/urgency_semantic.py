@@ -59,7 +59,7 @@ _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 NOT_NORMAL = (r"煙|ケムリ|けむり|火|炎|焦げ|コゲ|漏|モレ|警告|ランプ|点灯|点滅|再始動|かからな|カカラナ|かからへん|かからん|"
               r"進まな|ススマナ|走れな|ハシレナ|効かな|キカナ|オイル|ガソリン|冷却水|ピンク|緑|ミドリ|茶色|黒|甘い|アマイ|油|"
               r"沈|スカスカ|止まらな|トマラナ|ガリガリ|金属音|焼け|臭|クサ|におい|ニオイ|匂")
-NORMAL_MARK = re.compile(r"故障ではありません|正常な(現象|動作|制御)|異常ではありません|問題ありません|心配ありません|異常ではない")
+NORMAL_MARK = re.compile(r"故障ではありません|正常な(現象|動作|制御|音|作動音)|異常ではありません|問題ありません|心配ありません|異常ではない")
 # An information / how-to question with no symptom word (``is_how_to``, shared with the rules): the
 # vote is not trusted to raise it (a question naming a part resembles a fault with that part, and
 # kana-only questions resemble kana-only faults).
@@ -314,6 +314,8 @@ class SemanticUrgencyModel:
         if learned is None:
             return result
         embedding = self.query(embedding_text(text))
+        if not learned.accepts(embedding) or learned.meta.get("embedder") not in (None, getattr(self.embedder, "key", None)):
+            return result  # another embedder (a test's, OpenAI's): the classifier was not trained on it
         decision = learned.classify(text, embedding)
         result.learned = decision
         if result.critical_sim >= self.critical_sim and decision.probabilities.get("critical", 0.0) >= NET_MIN_CRITICAL:
@@ -432,6 +434,13 @@ def confirming_hit(case: NormalCase, hits: Iterable[Any]) -> Any | None:
     return None
 
 
+def _semantic_reason(semantic: SemanticUrgency, level: str) -> str:
+    """「よく似た相談例からの推定（…）」 naming the nearest exemplar *of the level given* (the nearest
+    of all may be of another level when the learned layer decided), or no example."""
+    example = next((text for text, lv, _ in semantic.neighbours if lv == level), None)
+    return f"{SEMANTIC_REASON}（{example}）" if example else SEMANTIC_REASON
+
+
 def _nearest_is(semantic: SemanticUrgency, level: str, min_sim: float) -> bool:
     """The vote's nearest exemplar has ``level`` and is at least ``min_sim`` close."""
     if not semantic.neighbours:
@@ -477,7 +486,7 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
             # exemplar is the nearest of all and nearly the same text (「エンジン警告灯が点いた」 is not
             # 「油圧警告灯が点灯した」). A critical vote over a medium rule still raises (a danger the
             # rule read as a mild symptom).
-        reasons.append(f"{SEMANTIC_REASON}（{semantic.neighbours[0][0] if semantic.neighbours else ''}）")
+        reasons.append(_semantic_reason(semantic, level))
     elif out.normal_confirmed and case is not None and case.ask and urgency_rank(semantic.level) > urgency_rank(level):
         level = semantic.level  # ambiguous until asked (e.g. a squeal: wet weather or worn pads)
     top = hits[0] if hits else None

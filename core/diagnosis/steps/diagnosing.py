@@ -38,6 +38,7 @@ from core.diagnosis.actions import (
 )
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.denials import asks_about_denied
+from core.diagnosis.emergency import emergency_answer
 from core.diagnosis.guards import (
     append_default_choices,
     attach_icons,
@@ -242,9 +243,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
         apply_keyword_urgency(session, keyword)
-        return reservation.enter(session, ctx, judgment=judgment,
-                                 lead=f"お伺いした内容から、{'、'.join(keyword.reasons)}があります。"
-                                      "安全な場所に停車し、無理に運転を続けないでください。")
+        answer = emergency_answer(ctx, session.vehicle_id, " ".join(session.collected_symptoms[-2:]), keyword.reasons)
+        return reservation.enter(session, ctx, judgment=judgment, lead=answer.message, rag_sources=answer.sources)
     if session.diagnostic_turn > session.max_diagnostic_turns:
         return handle_urgency_check(session, None, ctx, lead="問診の上限回数に達したため、緊急度を評価して点検をご案内します。")
 
@@ -258,9 +258,9 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
         apply_keyword_urgency(session, keyword)
-        return reservation.enter(session, ctx, judgment=judgment, rag_sources=sources,
-                                 lead=f"お伺いした内容から、{'、'.join(keyword.reasons)}があります。"
-                                      "安全な場所に停車し、無理に運転を続けないでください。")
+        answer = emergency_answer(ctx, session.vehicle_id, " ".join(session.collected_symptoms[-2:]), keyword.reasons,
+                                  hits)
+        return reservation.enter(session, ctx, judgment=judgment, lead=answer.message, rag_sources=answer.sources)
     # D5 summary, D6 candidates trigger
     _maybe_summarize(session, ctx)
     if session.last_confidence >= th.candidates_confidence or session.diagnostic_turn >= th.candidates_turn:
@@ -317,8 +317,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if flag == "critical":
         raise_urgency(session, "critical", can_drive=data.get("can_drive") if data.get("can_drive") is not None else False,
                       visit_urgency="immediate")
-        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"], hits),
-                                 judgment=judgment)
+        lead, cited = _with_emergency_steps(ctx, session, data["message"], hits, sources)
+        return reservation.enter(session, ctx, lead=lead, rag_sources=cited, judgment=judgment)
     # a level raised by the coverage guard takes that level's default visit urgency
     visit = data.get("visit_urgency") if flag == data.get("urgency_flag") else None
     raise_urgency(session, flag, can_drive=data.get("can_drive"), visit_urgency=visit)
@@ -358,6 +358,18 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
                         action=ANSWER if choices else None)
     return respond(session, prompt, pending_kind="question", rag_sources=_cited_first(sources, data["message"], hits),
                    judgment=judgment)
+
+
+def _with_emergency_steps(ctx: DiagnosisContext, session: SessionState, message: str, hits: Sequence[RagHit],
+                          sources: list[RagSource]) -> tuple[str, list[RagSource]]:
+    """A critical answer (from the model or the offline policy) with the manual's emergency section and
+    its steps added when the message does not already cite it; its sources with that section first."""
+    answer = emergency_answer(ctx, session.vehicle_id, " ".join(session.collected_symptoms[-2:]),
+                              session.urgency_reasons, list(hits))
+    if answer.section and f"「{answer.section}」" in message:
+        return message, _cited_first(sources, message, hits)
+    lead = f"{message.strip()}\n\n{answer.steps}" if answer.steps else message
+    return lead, _cited_first(sources, lead, hits)
 
 
 def _normal_case_question(data: dict[str, Any], keyword: KeywordUrgency) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.emergency import emergency_answer
 from core.diagnosis.guards import should_hint_spec, should_route_to_spec_check
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.rag import DANGER_TYPES, rag_search
@@ -36,7 +37,7 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
     hits = rag_search(ctx, text, session.vehicle_id)
     keyword = assess(ctx.rules, [text], text, hits)
     if keyword.is_critical:
-        return _critical(session, ctx, text, keyword)
+        return _critical(session, ctx, text, keyword, hits)
     info = (keyword.intent == "info" and keyword.level == "none" and bool(hits)
             and hits[0].content_type not in DANGER_TYPES)
     if info or (should_route_to_spec_check(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])):
@@ -47,10 +48,12 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
     return diagnosing.run_turn(session, text, ctx)
 
 
-def _critical(session: SessionState, ctx: DiagnosisContext, text: str, keyword: Any) -> ChatResponse:
-    """A critical symptom goes straight to the booking path with the reasons and the safety advice."""
+def _critical(session: SessionState, ctx: DiagnosisContext, text: str, keyword: Any,
+              hits: list | None = None) -> ChatResponse:
+    """A critical symptom goes straight to the booking path with the reasons, the manual's emergency
+    section and its steps (:func:`core.diagnosis.emergency.emergency_answer`)."""
     session.collected_symptoms.append(text)
     add_user(session, text)
     apply_keyword_urgency(session, keyword)
-    return reservation.enter(session, ctx, lead=f"入力された症状から、{'、'.join(keyword.reasons)}があります。"
-                                                "安全な場所に停車し、無理に運転を続けないでください。")
+    answer = emergency_answer(ctx, session.vehicle_id, text, keyword.reasons, hits)
+    return reservation.enter(session, ctx, lead=answer.message, rag_sources=answer.sources)
