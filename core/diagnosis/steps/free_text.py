@@ -30,6 +30,12 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
     if not text:
         return respond(session, PromptInfo(type="text", message=SYMPTOM_QUESTION), record=False)
     save_snapshot(session, 1)  # rewinding to turn 1 comes back here
+    return route_symptom(session, text, ctx)
+
+
+def route_symptom(session: SessionState, text: str, ctx: DiagnosisContext) -> ChatResponse:
+    """Steps 2–6 for a symptom ``text``: also the route of a new symptom or topic raised later
+    (:mod:`core.diagnosis.steps.topic_shift`)."""
     session.symptom_text = text
     keyword = ctx.rules.check(text)
     if keyword.is_critical:
