@@ -56,6 +56,7 @@ from core.diagnosis.models import (
     RagSource,
     SessionState,
 )
+from core.diagnosis.offline_policy import lamps_named
 from core.diagnosis.prompt_builder import (
     FLAG_FORCE_ANSWER,
     FLAG_RESTRICT_TOPIC,
@@ -356,8 +357,21 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     choices = attach_icons(append_default_choices(data.get("choices")), topic)
     prompt = PromptInfo(type="single_choice" if choices else "text", message=data["message"], choices=choices,
                         action=ANSWER if choices else None)
-    return respond(session, prompt, pending_kind="question", rag_sources=_cited_first(sources, data["message"], hits),
-                   judgment=judgment)
+    cited = _cited_first(sources, data["message"], hits)
+    if not any(f"「{c.section}」" in data["message"] for c in cited):  # no section quoted: the one named first
+        cited = _named_first(cited, session.symptom_text)
+    return respond(session, prompt, pending_kind="question", rag_sources=cited, judgment=judgment)
+
+
+def _named_first(sources: list[RagSource], text: str) -> list[RagSource]:
+    """Sources whose section the customer's words name (its title, or the lamp they named) first."""
+    named = set(lamps_named(text or ""))
+
+    def key(source: RagSource) -> int:
+        title = source.section.split("（")[0]
+        return 0 if (named & set(lamps_named(source.section)) or (len(title) >= 3 and title in (text or ""))) else 1
+
+    return sorted(sources, key=key)
 
 
 def _with_emergency_steps(ctx: DiagnosisContext, session: SessionState, message: str, hits: Sequence[RagHit],
