@@ -28,6 +28,7 @@ import re2
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.denials import strip_denials
 from core.diagnosis.models import RagSource
+from core.diagnosis.urgency_semantic import text_normal_case
 from core.text.quoting import is_heading, join, quote, tokens
 from core.text.untrusted import data_block
 
@@ -180,6 +181,22 @@ def rag_search_many(ctx: DiagnosisContext, queries: list[str], vehicle_id: str |
             if hit.section_id not in best or hit.score > best[hit.section_id].score:
                 best[hit.section_id] = hit
     return sorted(best.values(), key=lambda h: -h.score)[:limit]
+
+
+def with_named_case(ctx: DiagnosisContext, hits: list[RagHit], text: str, vehicle_id: str | None,
+                    limit: int = 8) -> list[RagHit]:
+    """``hits`` plus the manual's own section for the normal behaviour ``text`` names (「信号で止まると
+    エンジンが切れて」 → 「停車中にエンジンが自動でかかる」 / 「アイドリングストップ…」), searched by the
+    case's section titles when the text's own search missed it: the case can then be confirmed (or
+    not) by the section itself."""
+    case = text_normal_case(text)
+    if case is None or any(any(w in h.section for w in case.sections) for h in hits):
+        return hits
+    extra = [h for h in rag_search(ctx, " ".join(case.sections), vehicle_id) if any(w in h.section for w in case.sections)]
+    merged = {h.section_id: h for h in hits}
+    for hit in extra[:1]:
+        merged.setdefault(hit.section_id, hit)
+    return sorted(merged.values(), key=lambda h: -h.score)[:limit]
 
 
 # --- citation hygiene ------------------------------------------------------------------------------

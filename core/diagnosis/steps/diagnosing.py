@@ -21,6 +21,7 @@ N-th answer (what was on screen), so ``rewind_to_turn=N`` lets the user answer t
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from core.diagnosis import llm_calls
@@ -55,6 +56,7 @@ from core.diagnosis.models import (
     PromptInfo,
     RagSource,
     SessionState,
+    urgency_rank,
 )
 from core.diagnosis.offline_policy import lamps_named
 from core.diagnosis.prompt_builder import (
@@ -66,7 +68,7 @@ from core.diagnosis.prompt_builder import (
     denied_symptoms,
     policy_context,
 )
-from core.diagnosis.rag import RagHit, cited_first, merge_sources, rag_search_many, to_sources
+from core.diagnosis.rag import RagHit, cited_first, merge_sources, rag_search_many, to_sources, with_named_case
 from core.diagnosis.steps import reservation
 from core.diagnosis.steps.common import (
     FALLBACK_MESSAGE,
@@ -91,6 +93,7 @@ from core.vehicles import find_vehicle
 
 ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
 FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"
+NORMAL_STATEMENT = re.compile(r"故障ではありません|異常ではありません|正常な(現象|動作|作動|制御)です|心配ありません")
 NOT_COVERED_NOTE = "⚠️ 取扱説明書に該当する記載が見つからないため、ディーラーでの点検を推奨します。"
 PARTIAL_NOTE = "ℹ️ この回答は取扱説明書の記載に加えて、一般的な知識に基づく内容を含みます。"
 NO_DRIVE_NOTE = "🚨 自走は控えてください。安全な場所に停車し、ロードサービスの手配をおすすめします。"
@@ -250,7 +253,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         return handle_urgency_check(session, None, ctx, lead="問診の上限回数に達したため、緊急度を評価して点検をご案内します。")
 
     # D4 RAG, then the rules fused with the semantic layer and the sections' markers
-    hits = rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id)
+    hits = with_named_case(ctx, rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id),
+                           session.symptom_text, session.vehicle_id)
     sources = to_sources(hits)
     keyword = confirm_by_conversation(assess(ctx.rules, session.collected_symptoms, session.symptom_text, hits),
                                       session.asked_topics, hits)
@@ -305,6 +309,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     # Safety gate on every route to "this is normal"
     if data["action"] == "spec_answer" and normal_answer_blocked(keyword, session.collected_symptoms):
         data = _normal_case_question(data, keyword)
+    data = _no_contradiction(data, keyword, session.collected_symptoms)
     if keyword.can_drive is False:
         data["can_drive"] = False
 
@@ -361,6 +366,26 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if not any(f"「{c.section}」" in data["message"] for c in cited):  # no section quoted: the one named first
         cited = _named_first(cited, session.symptom_text)
     return respond(session, prompt, pending_kind="question", rag_sources=cited, judgment=judgment)
+
+
+NOT_NORMAL_NOTE = ("※取扱説明書には正常な動作としての説明もありますが、お伺いした症状はその条件に当てはまらない"
+                   "可能性があるため、点検をおすすめします。")
+
+
+def _no_contradiction(data: dict[str, Any], keyword: KeywordUrgency, texts: Sequence[str]) -> dict[str, Any]:
+    """An answer must not quote 「故障ではありません」 and carry an urgency at once (a hybrid restarting
+    itself at a red light once got 緊急度 高 with that quote). When the manual's normal case is
+    confirmed and nothing blocks a normal answer, the answer becomes the spec answer it is (no
+    urgency); otherwise the answer says why the normal explanation does not settle it."""
+    if data["action"] not in ("provide_answer", "escalate") or not NORMAL_STATEMENT.search(data.get("message") or ""):
+        return data
+    if urgency_rank(data.get("urgency_flag")) < urgency_rank("medium"):
+        return data
+    if keyword.normal_confirmed and not normal_answer_blocked(keyword, texts):
+        return dict(data, action="spec_answer", urgency_flag="none", visit_urgency=None)
+    if NOT_NORMAL_NOTE not in data["message"]:
+        return dict(data, message=f"{data['message'].rstrip()}\n\n{NOT_NORMAL_NOTE}")
+    return data
 
 
 def _named_first(sources: list[RagSource], text: str) -> list[RagSource]:

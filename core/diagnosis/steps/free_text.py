@@ -16,7 +16,7 @@ from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.emergency import emergency_answer
 from core.diagnosis.guards import should_hint_spec, should_route_to_spec_check
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
-from core.diagnosis.rag import DANGER_TYPES, rag_search
+from core.diagnosis.rag import DANGER_TYPES, rag_search, with_named_case
 from core.diagnosis.steps import diagnosing, reservation, spec_check
 from core.diagnosis.steps.common import add_user, apply_keyword_urgency, respond, save_snapshot
 from core.diagnosis.steps.photo_confirm import SYMPTOM_QUESTION
@@ -40,7 +40,7 @@ def route_symptom(session: SessionState, text: str, ctx: DiagnosisContext) -> Ch
     keyword = ctx.rules.check(text)
     if keyword.is_critical:
         return _critical(session, ctx, text, keyword)
-    hits = rag_search(ctx, text, session.vehicle_id)
+    hits = with_named_case(ctx, rag_search(ctx, text, session.vehicle_id), text, session.vehicle_id)
     keyword = assess(ctx.rules, [text], text, hits)
     if keyword.is_critical:
         return _critical(session, ctx, text, keyword, hits)
