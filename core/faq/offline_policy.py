@@ -2,7 +2,8 @@
 
 * ``classify_intent`` (task ``faq_intent``): :func:`core.faq.intent_rules.classify`.
 * ``plan_tool`` (task ``faq_plan``): always ``kb_search`` with the intent's query.
-* ``answer`` (task ``faq_answer``): an extractive answer — the sentences of the top article that
+* ``answer`` (task ``faq_answer``): several questions in one message (``parts``) are answered one by
+  one, each from its own best article and citing it; otherwise an extractive answer — the sentences of the top article that
   share the most words with the question, whole (a list's lead sentence with its matching items,
   never an item alone: :mod:`core.text.quoting`), then
   「詳しくは kb:012「…」をご覧ください。」; a second article is cited when it is nearly as
@@ -59,6 +60,9 @@ def answer(request: LLMRequest) -> dict[str, Any]:
     hits = ctx.get("hits") or []
     if not hits:
         return {"message": "ご質問に該当する FAQ 記事が見つかりませんでした。", "citations": []}
+    parts = [p for p in ctx.get("parts") or [] if p.get("hits")]
+    if len(parts) > 1:
+        return _answer_each(parts)
     question = ctx.get("query") or ctx.get("question") or ""
     top = hits[0]
     body = _join(best_sentences(top.get("text", ""), question, question=ctx.get("question") or ""))
@@ -72,3 +76,15 @@ def answer(request: LLMRequest) -> dict[str, Any]:
     if len(cited) > 1:
         more += "関連する記事: " + "、".join(f"{h['id']}「{h['title']}」" for h in cited[1:]) + "。"
     return {"message": f"{body}\n\n{more}", "citations": [h["id"] for h in cited]}
+
+
+def _answer_each(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several questions: each answered from its own best article, with that article cited."""
+    blocks, cited = [], []
+    for part in parts:
+        top = next((h for h in part["hits"] if h["id"] not in cited), part["hits"][0])
+        body = _join(best_sentences(top.get("text", ""), part["question"], question=part["question"]))
+        blocks.append(f"【{part['question'].strip()}】\n{body}\n詳しくは {top['id']}「{top['title']}」をご覧ください。")
+        if top["id"] not in cited:
+            cited.append(top["id"])
+    return {"message": "\n\n".join(blocks), "citations": cited}
