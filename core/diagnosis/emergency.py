@@ -54,8 +54,9 @@ def reason_sentence(reasons: Sequence[str]) -> str:
 
 
 def steps_digest(text: str, limit: int = MAX_STEP_CHARS) -> str:
-    """The section's first sentence, then its numbered steps and ⚠ lines (with the sentence after a
-    bare 「⚠警告」), within ``limit`` characters; the opening lines when it has no steps."""
+    """The section's first sentence, then its numbered steps and its ⚠ lines with their 「・」 items
+    (a bare 「⚠警告」 brings the line it announces), within ``limit`` characters; the opening lines
+    when it has none of these."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     if not lines:
         return ""
@@ -63,8 +64,13 @@ def steps_digest(text: str, limit: int = MAX_STEP_CHARS) -> str:
     first = re.findall(r"[^。]+。?", opening)[0].strip()
     picked: list[str] = [first]
     size = len(first)
+    in_warning = False  # the 「・」 items of a ⚠ block are its steps too
     for i, line in enumerate(lines):
-        if line == opening or not _STEP.match(line):
+        if line.startswith("⚠"):
+            in_warning = True
+        elif not line.startswith("・"):
+            in_warning = False
+        if line == opening or not (_STEP.match(line) or (in_warning and line.startswith("・"))):
             continue
         if re.fullmatch(r"⚠.{0,4}", line) and i + 1 < len(lines) and not _STEP.match(lines[i + 1]):
             if lines[i + 1] == opening:  # 「⚠警告」 over the opening itself: mark the opening

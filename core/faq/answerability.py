@@ -87,14 +87,14 @@ def head_word(question: str, facet: Facet) -> str | None:
 
 def supports(hit: dict[str, Any], question: str, facet: Facet) -> bool:
     """The article states a fact of this kind about what the question asks it of: it is about the
-    question's subject (two of its nouns when it has two, vehicle names aside) and a sentence (or the
+    question's subject (half of its nouns at least, vehicle names aside) and a sentence (or the
     title) with the facet's evidence names the question's :func:`head_word` (「タイヤの状態は無料で
     確認します」 does not state the price of a tyre *change*)."""
     head = head_word(question, facet)
     subject = subject_words(question, facet) - VEHICLE_NAMES
     title, body = _norm(hit.get("title", "")), _norm(hit.get("text", ""))
     article = f"{title}\n{body}"
-    if sum(1 for w in subject if w in article) < min(2, len(subject)):
+    if sum(1 for w in subject if w in article) < (len(subject) + 1) // 2:
         return False  # the article is about something else (車検の費用 for a tyre change's price)
     for sentence in [title] + _SENTENCE.findall(body):
         if facet.evidence.search(sentence) and (head is None or head in quoting.tokens(sentence) or head in sentence):
@@ -136,7 +136,7 @@ def split_questions(text: str | None) -> list[str]:
     for sentence in (_LEADING.sub("", p.strip()) for p in _QUESTION_END.split(norm) if p.strip()):
         for clause in (_LEADING.sub("", q.strip()) for q in _CONNECTOR.split(sentence) if q.strip()):
             group = [g.strip(" 、,") for g in _AND_COMMA.split(clause) if g.strip(" 、,")]
-            asks = bool(_QUESTION_CUE.search(clause))
+            asks = bool(_QUESTION_CUE.search(clause)) or any(f.question.search(clause) for f in FACETS)
             pieces += [(g, asks) for g in group]
     if not any(asks for _, asks in pieces):  # a rewritten query (「…を教えてください」 dropped): all ask
         pieces = [(piece, True) for piece, _ in pieces]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.faq import answerability
 from core.faq.intent_rules import classify
 from core.llm.base import LLMRequest
 from core.text import quoting
@@ -65,7 +66,8 @@ def answer(request: LLMRequest) -> dict[str, Any]:
         return _answer_each(parts)
     question = ctx.get("query") or ctx.get("question") or ""
     top = hits[0]
-    body = _join(best_sentences(top.get("text", ""), question, question=ctx.get("question") or ""))
+    body = _with_fact(_join(best_sentences(top.get("text", ""), question, question=ctx.get("question") or "")),
+                      top.get("text", ""), ctx.get("question") or question)
     cited = [top]
     q_tokens = _tokens(question)
     for other in hits[1:int(ctx.get("max_citations") or 2)]:
@@ -83,8 +85,20 @@ def _answer_each(parts: list[dict[str, Any]]) -> dict[str, Any]:
     blocks, cited = [], []
     for part in parts:
         top = next((h for h in part["hits"] if h["id"] not in cited), part["hits"][0])
-        body = _join(best_sentences(top.get("text", ""), part["question"], question=part["question"]))
+        body = _with_fact(_join(best_sentences(top.get("text", ""), part["question"], question=part["question"])),
+                          top.get("text", ""), part["question"])
         blocks.append(f"【{part['question'].strip()}】\n{body}\n詳しくは {top['id']}「{top['title']}」をご覧ください。")
         if top["id"] not in cited:
             cited.append(top["id"])
     return {"message": "\n\n".join(blocks), "citations": cited}
+
+
+def _with_fact(body: str, text: str, question: str) -> str:
+    """``body`` plus the article's sentence stating the fact asked for (a price, a duration:
+    :mod:`core.faq.answerability`) when the quoted sentences leave it out."""
+    for facet in answerability.asked_facets(question):
+        head = answerability.head_word(question, facet)
+        for unit in quoting.units(text):
+            if facet.evidence.search(unit.text) and (head is None or head in unit.text) and unit.text not in body:
+                return f"{body}\n{unit.text}" if body else unit.text
+    return body
