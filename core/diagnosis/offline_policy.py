@@ -39,8 +39,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.diagnosis.urgency_semantic import NormalCase, confirming_hit, normal_cases
+from core.diagnosis.denials import asks_about_denied, strip_denials
+from core.diagnosis.urgency_rules import canonical, normal_form
+from core.diagnosis.urgency_semantic import NormalCase, confirming_hit, normal_cases, text_normal_case
 from core.llm.base import LLMRequest
+from core.text import quoting
 from core.text.quoting import is_heading
 
 NORMAL_RE = re.compile(r"故障ではありません|正常な(現象|動作)|異常ではありません|問題ありません|心配ありません|安全のための仕様")
@@ -74,12 +77,13 @@ DEFAULT_LAMPS = {"hybrid": ("engine", "hybrid", "abs", "tpms"), "4wd": ("engine"
                  "other": ("engine", "abs", "tpms", "charge")}
 
 CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("warning_light", re.compile(r"警告灯|ランプ|マーク|表示灯|インジケーター|点灯|点滅|メッセージ|表示され")),
-    ("noise", re.compile(r"音|鳴|キーキー|ガラガラ|ゴロゴロ|カタカタ|ガタガタ|キュルキュル|ゴー|ウィーン|ヒューン")),
-    ("vibration", re.compile(r"振動|揺れ|ゆれ|震え|ブルブル|ぶるぶる|ガクガク|ぶれる|ブレる")),
-    ("leak", re.compile(r"漏れ|もれ|垂れ|たれ|ポタポタ|ぽたぽた|水たまり|シミ|濡れ")),
-    ("smell", re.compile(r"におい|匂い|臭")),
-    ("start", re.compile(r"かからない|かかりにくい|始動|READY|起動|スタートボタン|セルが")),
+    ("warning_light", re.compile(r"警告灯|(?<!ルーム)(?<!ヘッド)(?<!テール)(?<!ブレーキ)(?<!フォグ)(?<!マップ)(?<!室内)ランプ|マーク|"
+                                 r"(?<!READY)表示灯|インジケーター|(?<!ルームランプが)(?<!ライトが)点灯|点滅|メッセージ|表示され|テントウ|テンメツ")),
+    ("noise", re.compile(r"音|鳴|キーキー|ガラガラ|ゴロゴロ|カタカタ|ガタガタ|キュルキュル|ゴー|ウィーン|ヒューン|オト(?!ナ)")),
+    ("vibration", re.compile(r"振動|揺れ|ゆれ|震え|ブルブル|ぶるぶる|ガクガク|ぶれる|ブレる|ユレ|シンドウ|ブレル")),
+    ("leak", re.compile(r"漏れ|もれ|垂れ|たれ|ポタポタ|ぽたぽた|水たまり|シミ|濡れ|モレ|タレ|ミズタマリ")),
+    ("smell", re.compile(r"におい|匂い|臭|ニオイ|クサイ")),
+    ("start", re.compile(r"かからない|かかりにくい|始動|READY|起動|スタートボタン|セルが|カカラナイ|カカリニクイ")),
     ("howto", re.compile(r"方法|やり方|使い方|仕方|しかた|教えて|知りたい|どうすれば|どうやって|どうしたら|とは|って何|わからない|？|\?")),
 )
 
@@ -149,8 +153,12 @@ def _answers(ctx: dict[str, Any]) -> list[str]:
 
 
 def _category(text: str) -> str:
+    """The symptom category of ``text``, from what it reports (a denied symptom is not a category:
+    「警告灯は点いていないけど音がする」 is a noise)."""
+    kept = strip_denials(text).kept
+    forms = (kept, canonical(kept), normal_form(kept))  # kana and casual spellings read the rules' way
     for name, pattern in CATEGORIES:
-        if pattern.search(text):
+        if any(pattern.search(form) for form in forms):
             return name
     return "general"
 
@@ -162,9 +170,36 @@ def _plan_category(symptom: str, answers: list[str]) -> str:
     return first if first != "general" else _category(" ".join([symptom] + answers))
 
 
-def manual_digest(text: str, limit: int = 420, must: re.Pattern[str] | None = None) -> str:
+def _focus_sentence(text: str, focus: str) -> str | None:
+    """The sentence of ``text`` sharing the most words (at least two) with ``focus`` (the customer's
+    own words): 「寒い朝にマフラーから白い湯気が出るのも同じ理由によるものです。」 for a question about
+    steam from the muffler, in a section that opens with the A/C condensate."""
+    wanted = quoting.tokens(focus)
+    best, best_shared = None, 1
+    for unit in quoting.units(text):
+        if unit.kind == "heading":
+            continue
+        shared = len(wanted & quoting.tokens(unit.text))
+        if shared > best_shared:
+            best, best_shared = unit.text, shared
+    return best
+
+
+def manual_digest(text: str, limit: int = 420, must: re.Pattern[str] | None = None, focus: str = "") -> str:
     """The section's opening (two sentences, plus the first one matching ``must``) and the following
-    lines, within ``limit`` characters."""
+    lines, within ``limit`` characters; with ``focus`` (the customer's words), the sentence that
+    speaks of them most is kept too when the opening does not already say it."""
+    digest = _digest(text, limit, must)
+    sentence = _focus_sentence(text, focus) if focus else None
+    if sentence and sentence not in digest:
+        lines = digest.split("\n")
+        digest = "\n".join([lines[0], sentence] + lines[1:])
+        while len(digest) > limit + len(sentence) and "\n" in digest.rstrip():
+            digest = digest.rsplit("\n", 1)[0]  # room for the focus sentence: the tail goes first
+    return digest
+
+
+def _digest(text: str, limit: int, must: re.Pattern[str] | None) -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     if not lines:
         return ""
@@ -232,14 +267,16 @@ def _spec_hit(hits: list[dict[str, Any]], flags: set[str], ctx: dict[str, Any] |
     return None
 
 
-def _lamps_named(text: str) -> list[str]:
-    return [key for key, _, words in LAMPS if any(w in text for w in words)]
+def lamps_named(text: str) -> list[str]:
+    """The lamps ``text`` names (also in kana or casual spelling, read through :func:`normal_form`)."""
+    forms = (text, normal_form(text))
+    return [key for key, _, words in LAMPS if any(w in f for w in words for f in forms)]
 
 
 def _lamp_choices(hits: list[dict[str, Any]], powertrain: str, symptom: str = "") -> list[str]:
     keys: list[str] = []
     for hit in hits:
-        for key in _lamps_named(hit["section"]):
+        for key in lamps_named(hit["section"]):
             if key not in keys:
                 keys.append(key)
     kind = "hybrid" if "hybrid" in powertrain else ("4wd" if "4wd" in powertrain else "other")
@@ -255,7 +292,9 @@ def _lamp_choices(hits: list[dict[str, Any]], powertrain: str, symptom: str = ""
 
 
 def _next_question(ctx: dict[str, Any], category: str, hits: list[dict[str, Any]]) -> Q | None:
-    symptom = " ".join([ctx.get("symptom") or ""] + _answers(ctx))
+    said = [ctx.get("symptom") or ""] + _answers(ctx)
+    denied = [w for text in said for w in strip_denials(text).denied]
+    symptom = " ".join(strip_denials(text).kept for text in said)
     asked = set(ctx.get("asked_topics") or [])
     if category == "howto" or not hits or _urgency(ctx).get("intent") == "info":
         return None  # a how-to question, or nothing in the manual to narrow down with
@@ -266,8 +305,10 @@ def _next_question(ctx: dict[str, Any], category: str, hits: list[dict[str, Any]
             continue
         if q.get("skip") and re.search(q["skip"], symptom):
             continue
+        if asks_about_denied(q["topic"], q["message"], denied):
+            continue  # never ask about what the customer said is absent
         if q["topic"] == "点灯している警告灯の種類":
-            if _lamps_named(symptom):
+            if lamps_named(symptom):
                 continue
             q = dict(q, choices=_lamp_choices(hits, (ctx.get("vehicle") or {}).get("powertrain") or "", symptom))
         return q
@@ -303,14 +344,14 @@ CATEGORY_TITLES = {"noise": ("異音", "鳴き"), "vibration": ("振動",), "lea
 def best_hit(hits: list[dict[str, Any]], text: str, category: str) -> dict[str, Any] | None:
     """The hit to answer from: retrieval score, plus a bonus when the section title (or the lamp it
     is about) is named in the user's text, or fits the symptom's category."""
-    named = set(_lamps_named(text))
+    named = set(lamps_named(text))
 
     def rank(hit: dict[str, Any]) -> float:
         bonus = 0.0
         title = _strip_paren(hit["section"])
         if any(len(part) >= 3 and part in text for part in re.split(r"[・／/、]", title)):
             bonus += 0.5
-        if named and named & set(_lamps_named(hit["section"])):
+        if named and named & set(lamps_named(hit["section"])):
             bonus += 0.5
         if any(word in hit["section"] for word in CATEGORY_TITLES.get(category, ())):
             bonus += 0.3
@@ -406,7 +447,7 @@ def diagnose(request: LLMRequest) -> dict[str, Any]:
     spec = None if ("spec_rejected" in flags or gate_level in ("high", "critical")) else _spec_hit(hits, flags, ctx)
     if spec is not None:
         message = (f"ご説明の症状は、取扱説明書「{spec['section']}」に記載されている正常な動作（仕様）の可能性があります。\n\n"
-                   f"{manual_digest(spec['text'], must=NORMAL_RE)}\n\n{cite(spec)}")
+                   f"{manual_digest(spec['text'], must=NORMAL_RE, focus=symptom)}\n\n{cite(spec)}")
         return _result("spec_answer", message, urgency="none", reasoning=f"仕様の節 {spec['section_id']} が上位",
                        can_drive=True, confidence=0.85, query=query, topic=spec["section"], coverage=_coverage(spec),
                        visit=None)
@@ -466,9 +507,13 @@ def _normal_case_turn(ctx: dict[str, Any], hits: list[dict[str, Any]], level: st
     if case.says_normal(text) or case.topic in (ctx.get("asked_topics") or []) or flags & {"force_answer", "final_turn"}:
         return None  # answered normal (the spec answer follows), or no more asking
     message = (f"取扱説明書「{hit['section']}」には、次のように説明されています。\n\n"
-               f"{manual_digest(hit['text'], must=NORMAL_RE)}\n\n{cite(hit)}\n\n{case.question}")
-    # normal behaviour is level none once settled; while its question is open it is at least low
-    level = {"none": "low"}.get(level, level)
+               f"{manual_digest(hit['text'], must=NORMAL_RE, focus=ctx.get('symptom') or '')}\n\n{cite(hit)}\n\n{case.question}")
+    # normal behaviour is level none once settled; while its question is open it is at least low —
+    # unless the customer's own words name the situation the manual calls normal (「EVモードで走ると
+    # 音がしない」): then nothing abnormal was said, and the question only confirms it
+    named = text_normal_case(ctx.get("symptom") or "")
+    if not (named is not None and named.id == case.id and level == "none"):
+        level = {"none": "low"}.get(level, level)
     return _result("ask_question", message, urgency=level, reasoning=f"正常な動作の可能性（{case.id}）: 条件を確認",
                    choices=list(case.normal_choices) + list(case.abnormal_choices),
                    can_drive=True if level in ("high", "medium") else None, confidence=0.5, query=query,
@@ -495,7 +540,7 @@ def classify_spec(request: LLMRequest) -> dict[str, Any]:
                 "matched_section": None, "matched_section_id": None, "page": None}
     high = best["score"] >= 0.5 and best["content_type"] == "specification" and not best["has_warning"]
     explanation = (f"ご説明の症状は、取扱説明書「{best['section']}」に記載されている正常な動作（仕様）の可能性があります。\n\n"
-                   f"{manual_digest(best['text'], must=NORMAL_RE)}\n\n{cite(best)}")
+                   f"{manual_digest(best['text'], must=NORMAL_RE, focus=ctx.get('symptom') or '')}\n\n{cite(best)}")
     return {"is_spec": True, "confidence": "high" if high else "medium", "explanation": explanation,
             "matched_section": best["section"], "matched_section_id": best["section_id"], "page": best["page"]}
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from core.diagnosis.context import Thresholds
+from core.diagnosis.denials import strip_denials
 from core.diagnosis.models import SessionState
 from core.diagnosis.rag import RagHit, rag_context
 from core.diagnosis.urgency_rules import KeywordUrgency
@@ -24,6 +25,15 @@ FLAG_FINAL_TURN = "final_turn"
 FLAG_KEYWORD_HIGH = "keyword_high"
 FLAG_RESTRICT_TOPIC = "restrict_topic"
 FLAG_FORCE_ANSWER = "force_answer"
+FLAG_DENIED = "denied_symptoms"
+
+
+def denied_symptoms(session: SessionState) -> list[str]:
+    """The symptom words the customer denied in any of their messages (「警告灯は点いていない」)."""
+    out: list[str] = []
+    for text in session.collected_symptoms or [session.symptom_text]:
+        out += [w for w in strip_denials(text).denied if w not in out]
+    return out
 
 
 @dataclass
@@ -64,6 +74,9 @@ def build_additional_instructions(session: SessionState, keyword: KeywordUrgency
         out.add(FLAG_SOLUTION_FAILED, f"これまでに提案した対処では解決していません（{session.solutions_tried} 回）。別の原因を検討してください。")
     if session.diagnostic_turn >= session.max_diagnostic_turns:
         out.add(FLAG_FINAL_TURN, "問診ターンの上限です。質問はせず、provide_answer か escalate で回答してください。")
+    denied = denied_symptoms(session)
+    if denied:
+        out.add(FLAG_DENIED, f"お客様は「{'、'.join(denied)}」はないと述べています。その症状について質問せず、緊急度の根拠にもしないでください。")
     if keyword.level == "high":
         out.add(FLAG_KEYWORD_HIGH, f"キーワード判定で緊急度 high（{'、'.join(keyword.reasons)}）です。urgency_flag は high 以上にしてください。")
     for flag, line in extra:

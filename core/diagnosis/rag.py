@@ -6,7 +6,9 @@ only make / model / year are known, by the catalogue vehicles that match them), 
 own metadata names another vehicle, make, model or year is dropped. ``rag_context`` is the text
 embedded in the prompts (each excerpt in its own ``core.text.untrusted`` data block: manual text is
 data, never instructions), ``to_sources`` the citations put on the response. A failing retriever
-means no hits, never an exception. Queries are read up to ``MAX_QUERY_CHARS`` characters.
+means no hits, never an exception. Queries are read up to ``MAX_QUERY_CHARS`` characters, without
+the symptoms they deny, and expanded by reading when the retriever can (kana and homophone slips
+reach the manual's own words).
 
 Citation hygiene lives here, in one place:
 
@@ -24,7 +26,9 @@ from typing import Any
 import re2
 
 from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.denials import strip_denials
 from core.diagnosis.models import RagSource
+from core.diagnosis.urgency_semantic import text_normal_case
 from core.text.quoting import is_heading, join, quote, tokens
 from core.text.untrusted import data_block
 
@@ -101,8 +105,32 @@ class VehicleFilter:
 
 
 def _query_text(query: str) -> str:
-    query = (query or "").strip()
-    return query[:MAX_QUERY_CHARS]
+    """What is searched: the query without the symptoms it denies (「警告灯は点いていないけど」 must not
+    find the warning-lamp sections), capped."""
+    query = (query or "").strip()[:MAX_QUERY_CHARS]
+    return strip_denials(query).kept or query
+
+
+_CONTENT_WORD = re2.compile(r"[\p{Han}\p{Katakana}ー]{2,}|[A-Za-z0-9]{2,}")
+
+
+def _expanded(retriever: Any, query: str) -> list[str]:
+    """What to search for ``query``: the query itself, or — when the retriever's reading expansion
+    (:mod:`core.rag.reading`) found manual words the query writes in kana or as a homophone — the
+    expanded query and its content words alone (「ふゆのあさ まふらーから ゆげ」 → 「マフラー 湯気 …」),
+    whose hits are merged (best score per section)."""
+    expand = getattr(retriever, "expand_query", None)
+    if expand is None:
+        return [query]
+    try:
+        expanded = expand(query) or query
+    except Exception as exc:  # noqa: BLE001 - an expansion failure costs recall, never the search
+        logger.warning("query expansion failed: %s", exc)
+        return [query]
+    if expanded == query:
+        return [query]
+    words = _CONTENT_WORD.findall(query) + expanded[len(query):].split()
+    return [expanded, " ".join(dict.fromkeys(words))]
 
 
 def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, make: str | None = None,
@@ -123,10 +151,11 @@ def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, mak
     if retriever is not None:
         chunks: list[Any] = []
         for vid in vehicles.ids or (None,):
-            try:
-                chunks += list(retriever.search(query, vehicle_id=vid, n_results=ctx.thresholds.n_results))
-            except Exception as exc:  # noqa: BLE001 - retrieval failure = no excerpts
-                logger.warning("manual search failed: %s", exc)
+            for text in _expanded(retriever, query):
+                try:
+                    chunks += list(retriever.search(text, vehicle_id=vid, n_results=ctx.thresholds.n_results))
+                except Exception as exc:  # noqa: BLE001 - retrieval failure = no excerpts
+                    logger.warning("manual search failed: %s", exc)
         chunks.sort(key=lambda c: -float((c.get("score") if isinstance(c, dict) else getattr(c, "score", 0)) or 0))
         seen: set[str] = set()
         for chunk in chunks:
@@ -152,6 +181,22 @@ def rag_search_many(ctx: DiagnosisContext, queries: list[str], vehicle_id: str |
             if hit.section_id not in best or hit.score > best[hit.section_id].score:
                 best[hit.section_id] = hit
     return sorted(best.values(), key=lambda h: -h.score)[:limit]
+
+
+def with_named_case(ctx: DiagnosisContext, hits: list[RagHit], text: str, vehicle_id: str | None,
+                    limit: int = 8) -> list[RagHit]:
+    """``hits`` plus the manual's own section for the normal behaviour ``text`` names (「信号で止まると
+    エンジンが切れて」 → 「停車中にエンジンが自動でかかる」 / 「アイドリングストップ…」), searched by the
+    case's section titles when the text's own search missed it: the case can then be confirmed (or
+    not) by the section itself."""
+    case = text_normal_case(text)
+    if case is None or any(any(w in h.section for w in case.sections) for h in hits):
+        return hits
+    extra = [h for h in rag_search(ctx, " ".join(case.sections), vehicle_id) if any(w in h.section for w in case.sections)]
+    merged = {h.section_id: h for h in hits}
+    for hit in extra[:1]:
+        merged.setdefault(hit.section_id, hit)
+    return sorted(merged.values(), key=lambda h: -h.score)[:limit]
 
 
 # --- citation hygiene ------------------------------------------------------------------------------
@@ -200,6 +245,18 @@ def to_sources(hits: list[RagHit], *, ratio: float = CITATION_RATIO, contents: d
     return [RagSource(section_id=h.section_id, section=h.section, page=h.page, score=round(h.score, 3),
                       chapter=h.chapter, content_type=h.content_type, has_warning=h.has_warning,
                       content=contents.get(h.section_id) or excerpt(h.text)) for h in relative_cut(hits, ratio)]
+
+
+def cited_first(sources: list[RagSource], hits: list[RagHit], message: str) -> list[RagSource]:
+    """``sources`` with the sections the ``message`` names (「取扱説明書「節」」) first — taken from
+    ``hits`` when the relative cut dropped them: the section an answer quotes is always its first
+    citation."""
+    named = [h for h in hits if h.section and f"「{h.section}」" in (message or "")]
+    have = {s.section_id for s in sources}
+    extra = to_sources([h for h in named if h.section_id not in have], ratio=0.0)
+    ordered = extra + list(sources)
+    names = {h.section_id for h in named}
+    return sorted(ordered, key=lambda s: 0 if s.section_id in names else 1)
 
 
 def rag_context(hits: list[RagHit], max_chars: int = 900) -> str:

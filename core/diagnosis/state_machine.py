@@ -2,7 +2,9 @@
 
 Before dispatching: ``restart`` resets the session to VEHICLE_ID (the service moves it to a new id), and a request with
 ``rewind_to_turn`` is handled by the DIAGNOSING rewind from whatever step the session is in
-(e.g. back from RESERVATION to an earlier answer).
+(e.g. back from RESERVATION to an earlier answer), typed text that reads as an emergency is
+handled as one at any step (:mod:`core.diagnosis.steps.emergency`), and a new symptom or topic typed
+where an answer was expected is re-routed as a new thread (:mod:`core.diagnosis.steps.topic_shift`).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Callable
 from core.diagnosis.actions import RESTART
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, SessionState
+from core.diagnosis.steps import emergency, topic_shift
 from core.diagnosis.steps.diagnosing import handle_diagnosing, handle_rewind
 from core.diagnosis.steps.done import handle_done, restart
 from core.diagnosis.steps.free_text import handle_free_text
@@ -41,4 +44,10 @@ def process_step(session: SessionState, request: ChatRequest, ctx: DiagnosisCont
         return restart(session, ctx)
     if request.rewind_to_turn is not None:
         return handle_rewind(session, request, ctx)
+    urgent = emergency.intercept(session, request, ctx)
+    if urgent is not None:
+        return urgent
+    shifted = topic_shift.intercept(session, request, ctx)
+    if shifted is not None:
+        return shifted
     return STEP_HANDLERS[session.current_step](session, request, ctx)

@@ -25,6 +25,7 @@ from typing import Iterable
 
 import yaml
 
+from core.diagnosis.denials import strip_denials
 from core.diagnosis.models import urgency_rank
 from core.paths import DATA_DIR
 
@@ -38,7 +39,7 @@ LEVELS = ("critical", "high", "medium", "low")
 # hiragana → katakana fold, so kana spellings are covered by the katakana alternatives.
 HOW_TO = re.compile(
     r"どうやって|どうやったら|どうすれば.{0,6}(開|あけ|外|はず|消|け[しせ]|設定|使|つか|入|い[れら]|つけ|付け|戻|もど|直|なお)|"
-    r"(やり方|やりかた|仕方|しかた|使い方|つかいかた|方法|手順|[けしきえめれせい](方|かた))(を|が|は|って)?.{0,4}(教え|おしえ|知りた|しりた|わから|分から|わかん|ある|ありますか|[?？]|$)|"
+    r"(やり方|やりかた|仕方|しかた|使い方|つかいかた|方法|ほうほう|ホウホウ|手順|てじゅん|[けしきえめれせい](方|かた))(を|が|は|って)?.{0,4}(教え|おしえ|知りた|しりた|わから|分から|わかん|ある|ありますか|[?？]|$)|"
     r"どこ|ドコ|(何|なん|ナン)の(意味|マーク|ランプ)|意味(は|って|を)|とは|"
     r"いつ(?!も)|イツ(?!モ)|いくつ|イクツ|(何|なん)(キロ|km|人|にん|リットル|年)|どれ|ドレ|どのように|どっち|ドッチ|どちら|ドチラ|"
     r"(?<![0-9])何(?!回|度|か|とか|だか)|なに(?!か|とか)|ナニ(?!カ)|なんで|ナンデ|なぜ|ナゼ|どうして|"
@@ -141,6 +142,19 @@ def variants(text: str | None) -> list[str]:
     return out
 
 
+def normal_form(text: str | None) -> str:
+    """One normalised reading of ``text`` for a learned model: the symptoms it denies set aside
+    (:mod:`core.diagnosis.denials`), NFKC, spaces between Japanese words dropped, colloquial /
+    dialect / written negation spelled out, the drivers' other words written the rules' way
+    (:func:`canonical`) and hiragana folded to katakana — so 「ぶれーき きかねえ」 and
+    「ブレーキ効かない」 share most of their characters."""
+    base = unicodedata.normalize("NFKC", strip_denials(text).kept)[:MAX_CHARS]
+    joined = _JA_SPACE.sub("", base)
+    colloquial = _COLLOQUIAL_NOT.sub("ない", joined)
+    dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _LITERARY_NOT.sub("ない", colloquial)))
+    return canonical(dialect).translate(_HIRAGANA).lower()
+
+
 # A hypothetical question (「もし走行中にブレーキが効かなくなったら、どうすればいい？」): a symptom word
 # inside an "if … then how" question is not a report. 「もしかして」「もしもし」 are not "if".
 HYPOTHETICAL = re.compile(
@@ -157,16 +171,26 @@ def _only_hypothetical(form: str) -> bool:
 
 
 def is_how_to(text: str | None) -> bool:
-    """An information / how-to question with no symptom verb or state in it, or a hypothetical
-    "what if" question (:data:`HYPOTHETICAL`)."""
-    return _how_to_forms(variants(text))
+    """An information / how-to question with no symptom verb or state in it (once the symptoms the
+    text denies are set aside: 「オイル漏れはないけど交換時期を知りたい」), or a hypothetical "what if"
+    question (:data:`HYPOTHETICAL`)."""
+    return _how_to_forms(variants(strip_denials(text).kept))
 
 
 def _how_to_forms(forms: list[str]) -> bool:
-    """:func:`is_how_to` on the text's :func:`variants`."""
+    """:func:`is_how_to` on the text's :func:`variants`. A bare 「ない」 that only a negation rewrite
+    put there (「こうかん ほうほう」 read as dialect 「こうかない」) is not a symptom word."""
     if any(_only_hypothetical(f) for f in forms):
         return True
-    return any(HOW_TO.search(f) for f in forms) and not any(SYMPTOM_WORD.search(f) for f in forms)
+    if not any(HOW_TO.search(f) for f in forms):
+        return False
+    original = forms[0] if forms else ""
+    for form in forms:
+        for match in SYMPTOM_WORD.finditer(form):
+            if match.group(0) in ("ない", "ナイ") and "ない" not in original and "ナイ" not in original:
+                continue
+            return False
+    return True
 
 
 @dataclass
@@ -180,8 +204,10 @@ class UrgencyRules:
         The text's :func:`variants` (joined, colloquial and written negation spelled out, canonical
         words) are matched with hiragana folded to katakana, against patterns folded the same way,
         so a hiragana, katakana or mixed spelling meets the same words *and* the same exclusions
-        (「まふらーから ゆげ」 is the muffler's steam, as 「マフラーから湯気」 is)."""
-        written = variants(text)
+        (「まふらーから ゆげ」 is the muffler's steam, as 「マフラーから湯気」 is). A symptom the text
+        only denies (「警告灯は点いていないけど」「異音や振動はない」, :mod:`core.diagnosis.denials`) is
+        set aside first: it never raises the level."""
+        written = variants(strip_denials(text).kept)
         if not written:
             return KeywordUrgency()
         question = _how_to_forms(written)

@@ -40,6 +40,7 @@ import re2
 import yaml
 
 from core.diagnosis.models import urgency_rank
+from core.diagnosis.urgency_learned import Decision, LearnedUrgency, default_learned, embedding_text
 from core.diagnosis.urgency_rules import HOW_TO, SYMPTOM_WORD, KeywordUrgency, is_how_to, variants  # noqa: F401
 from core.paths import DATA_DIR, ROOT
 
@@ -58,12 +59,17 @@ _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 NOT_NORMAL = (r"煙|ケムリ|けむり|火|炎|焦げ|コゲ|漏|モレ|警告|ランプ|点灯|点滅|再始動|かからな|カカラナ|かからへん|かからん|"
               r"進まな|ススマナ|走れな|ハシレナ|効かな|キカナ|オイル|ガソリン|冷却水|ピンク|緑|ミドリ|茶色|黒|甘い|アマイ|油|"
               r"沈|スカスカ|止まらな|トマラナ|ガリガリ|金属音|焼け|臭|クサ|におい|ニオイ|匂")
-NORMAL_MARK = re.compile(r"故障ではありません|正常な(現象|動作|制御)|異常ではありません|問題ありません|心配ありません|異常ではない")
+NORMAL_MARK = re.compile(r"故障ではありません|正常な(現象|動作|制御|音|作動音)|異常ではありません|問題ありません|心配ありません|異常ではない")
 # An information / how-to question with no symptom word (``is_how_to``, shared with the rules): the
 # vote is not trusted to raise it (a question naming a part resembles a fault with that part, and
 # kana-only questions resemble kana-only faults).
 
 
+# The vote's safety net (a critical exemplar at ``critical_sim`` makes the text critical) holds under
+# the learned layer only while the classifier gives critical at least this probability: kana-only
+# texts sit close together in the embedding space (「すまーときーの でんち こうかん ほうほう」 was 0.97
+# from a kana brake failure).
+NET_MIN_CRITICAL = 0.1
 LEVEL_VISIT = {"critical": "immediate", "high": "today", "medium": "this_week", "low": "when_convenient"}
 SEMANTIC_REASON = "よく似た相談例からの推定"
 
@@ -124,9 +130,11 @@ class SemanticUrgency:
     can_drive: bool | None = None
     intent: str = "symptom"  # symptom / info (a question, no symptom) / unknown (no Japanese)
     neighbours: list[tuple[str, str, float]] = field(default_factory=list)
+    learned: Decision | None = None  # the learned layer's reading, when it decided the level
 
     def as_dict(self) -> dict[str, Any]:
         return {"level": self.level, "share": round(self.share, 3), "top_sim": round(self.top_sim, 3),
+                "learned": self.learned.as_dict() if self.learned else None,
                 "critical_sim": round(self.critical_sim, 3), "confident": self.confident, "normal_case": self.normal_case,
                 "can_drive": self.can_drive, "intent": self.intent,
                 "neighbours": [[t, lv, round(s, 3)] for t, lv, s in self.neighbours[:3]]}
@@ -194,8 +202,11 @@ class SemanticUrgencyModel:
                  temperature: float = 0.015, critical_sim: float = 0.97, raise_share: float = 0.6,
                  raise_sim: float = 0.91, critical_share: float = 0.6, critical_raise_sim: float = 0.9,
                  normal_share: float = 0.45, cache_dir: Path | None = CACHE_DIR,
-                 shipped_dir: Path | None = SHIPPED_DIR):
+                 shipped_dir: Path | None = SHIPPED_DIR, learned: LearnedUrgency | None | str = "default"):
         self.exemplars = list(exemplars)
+        # the learned layer (core.diagnosis.urgency_learned) decides the level when it is there;
+        # "default": the shipped model, None: the similarity vote alone
+        self._learned = learned
         self.k = k
         self.temperature = temperature
         self.critical_sim = critical_sim
@@ -270,12 +281,17 @@ class SemanticUrgencyModel:
             self._query_cache[key] = vec
         return vec
 
+    @property
+    def learned(self) -> LearnedUrgency | None:
+        return default_learned() if self._learned == "default" else self._learned  # type: ignore[return-value]
+
     def classify(self, text: str | None, *, exclude: int | None = None) -> SemanticUrgency:
-        """The similarity vote for ``text`` (``exclude``: an exemplar index left out, for LOO)."""
+        """The similarity vote for ``text`` (``exclude``: an exemplar index left out, for LOO), with
+        the level decided by the learned layer when there is one (:meth:`apply_learned`)."""
         if not has_japanese(text):
             return SemanticUrgency(intent="unknown")
         sims = self.vectors() @ self.query(text or "")
-        result = self.vote(sims, exclude=exclude)
+        result = self.apply_learned(self.vote(sims, exclude=exclude), text)
         if is_how_to(text):  # a question, not a symptom: the vote neither raises nor names a normal case
             result.level, result.confident, result.intent = "none", False, "info"
             result.normal_case, result.can_drive = None, None
@@ -288,6 +304,27 @@ class SemanticUrgencyModel:
             result.normal_case, result.can_drive, result.intent = case.id, None, "symptom"
             if result.level != "none":
                 result.level, result.confident = "none", False
+        return result
+
+    def apply_learned(self, result: SemanticUrgency, text: str | None) -> SemanticUrgency:
+        """The vote with its level, share and confidence replaced by the learned layer's decision
+        (:mod:`core.diagnosis.urgency_learned`). The vote's own safety net stays: a critical
+        exemplar at ``critical_sim`` or closer still makes the text critical."""
+        learned = self.learned
+        if learned is None:
+            return result
+        embedding = self.query(embedding_text(text))
+        if not learned.accepts(embedding) or learned.meta.get("embedder") not in (None, getattr(self.embedder, "key", None)):
+            return result  # another embedder (a test's, OpenAI's): the classifier was not trained on it
+        decision = learned.classify(text, embedding)
+        result.learned = decision
+        if result.critical_sim >= self.critical_sim and decision.probabilities.get("critical", 0.0) >= NET_MIN_CRITICAL:
+            return result  # a near copy of a critical exemplar the classifier does not rule out: critical
+        result.level, result.share, result.confident = decision.level, decision.probability, decision.confident
+        if result.level != "none":
+            result.intent = "symptom"
+        elif decision.confident:
+            result.intent = "info" if result.normal_case is None else "symptom"
         return result
 
     def vote(self, sims: np.ndarray, *, exclude: int | None = None) -> SemanticUrgency:
@@ -397,6 +434,13 @@ def confirming_hit(case: NormalCase, hits: Iterable[Any]) -> Any | None:
     return None
 
 
+def _semantic_reason(semantic: SemanticUrgency, level: str) -> str:
+    """「よく似た相談例からの推定（…）」 naming the nearest exemplar *of the level given* (the nearest
+    of all may be of another level when the learned layer decided), or no example."""
+    example = next((text for text, lv, _ in semantic.neighbours if lv == level), None)
+    return f"{SEMANTIC_REASON}（{example}）" if example else SEMANTIC_REASON
+
+
 def _nearest_is(semantic: SemanticUrgency, level: str, min_sim: float) -> bool:
     """The vote's nearest exemplar has ``level`` and is at least ``min_sim`` close."""
     if not semantic.neighbours:
@@ -442,7 +486,7 @@ def fuse(keyword: KeywordUrgency, semantic: SemanticUrgency | None, hits: Sequen
             # exemplar is the nearest of all and nearly the same text (「エンジン警告灯が点いた」 is not
             # 「油圧警告灯が点灯した」). A critical vote over a medium rule still raises (a danger the
             # rule read as a mild symptom).
-        reasons.append(f"{SEMANTIC_REASON}（{semantic.neighbours[0][0] if semantic.neighbours else ''}）")
+        reasons.append(_semantic_reason(semantic, level))
     elif out.normal_confirmed and case is not None and case.ask and urgency_rank(semantic.level) > urgency_rank(level):
         level = semantic.level  # ambiguous until asked (e.g. a squeal: wet weather or worn pads)
     top = hits[0] if hits else None

@@ -1,7 +1,8 @@
 """Checks of a scenario's ``expect`` block against the final observable state of a flow.
 
 Known keys: step, urgency, can_drive, outcome, outcome_in, citations_min, citations_max,
-message_contains (str or list: all must appear), no_pii_in_trace (no phone / e-mail / card number
+message_contains (str or list: all must appear), message_not_contains (none may appear),
+first_citation (the first citation's id ends with it: 「s052」「kb:007」), no_pii_in_trace (no phone / e-mail / card number
 in the trace or the debug records, via ``core.text.pii.find_pii``), trace_nodes_include.
 Knowledge flow: phase, mode (a value or a list of allowed values), knowledge_fields (entry fields
 that must be non-empty), knowledge_contains / knowledge_not_contains (``{field: substring or list}``;
@@ -46,6 +47,20 @@ def _message_contains(expected: Any, final: dict, log: list) -> str | None:
     message = final.get("message") or ""
     missing = [w for w in wanted if str(w) not in message]
     return None if not missing else f"message_contains: missing {missing!r} in {message[:200]!r}"
+
+
+def _message_not_contains(expected: Any, final: dict, log: list) -> str | None:
+    unwanted = [expected] if isinstance(expected, str) else list(expected)
+    message = final.get("message") or ""
+    found = [w for w in unwanted if str(w) in message]
+    return None if not found else f"message_not_contains: found {found!r} in {message[:200]!r}"
+
+
+def _first_citation(expected: Any, final: dict, log: list) -> str | None:
+    """The first citation (a section or article id) ends with ``expected`` (「s052」「kb:007」)."""
+    citations = final.get("citations") or []
+    first = str(citations[0]) if citations else ""
+    return None if first.endswith(str(expected)) else f"first_citation: expected …{expected!r}, got {citations!r}"
 
 
 def _no_pii_in_trace(expected: Any, final: dict, log: list) -> str | None:
@@ -145,6 +160,8 @@ CHECKS: dict[str, Callable[[Any, dict, list], str | None]] = {
     "citations_min": _citations_min,
     "citations_max": _citations_max,
     "message_contains": _message_contains,
+    "message_not_contains": _message_not_contains,
+    "first_citation": _first_citation,
     "no_pii_in_trace": _no_pii_in_trace,
     "trace_nodes_include": _trace_nodes_include,
     "phase": _one_of("phase"),

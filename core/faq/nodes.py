@@ -12,7 +12,7 @@ from typing import Any, MutableSequence
 
 from core.debuglog import CallTags
 from core.engine import structured_call
-from core.faq import intent_rules, policy, replies
+from core.faq import answerability, intent_rules, policy, replies
 from core.faq.config import FAQConfig
 from core.faq.graph import Node
 from core.faq.state import StateView, thaw
@@ -175,16 +175,14 @@ def ge(view: StateView, ctx: FlowContext) -> dict[str, Any]:
 
 # ---- TOOL (KB search with retry) ---------------------------------------------------------------
 
-def tool(view: StateView, ctx: FlowContext) -> dict[str, Any]:
-    tool_input = view["tool.tool_input"] or {}
-    query, top_k = tool_input.get("query", ""), int(tool_input.get("top_k") or ctx.config.top_k)
+def _search(ctx: FlowContext, query: str, top_k: int) -> tuple[list[Any] | None, dict[str, Any] | None, int]:
+    """One KB search with the timeout retries of spec 05 §4.1: (hits or None, error, attempts)."""
     cfg = ctx.config
     hits, error, attempts = None, None, 0
     for retry in range(max(0, cfg.kb_max_retries) + 1):
         attempts += 1
         try:
-            hits = ctx.kb.search(query, n_results=top_k)
-            break
+            return ctx.kb.search(query, n_results=top_k), None, attempts
         except TimeoutError:
             error = {"error_type": "timeout", "node": "TOOL", "attempts": attempts, "detail": "KB search timed out"}
             if retry < cfg.kb_max_retries:
@@ -192,6 +190,32 @@ def tool(view: StateView, ctx: FlowContext) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - any other KB failure is not retried
             error = {"error_type": "kb_error", "node": "TOOL", "attempts": attempts, "detail": type(exc).__name__}
             break
+    return hits, error, attempts
+
+
+def _parts(ctx: FlowContext, query: str, top_k: int) -> list[dict[str, Any]]:
+    """The message's questions when it asks more than one thing (:func:`answerability.split_questions`)
+    and they find different articles: ``[{"question", "ids"}]`` with each one's own hits; else []."""
+    questions = answerability.split_questions(query)
+    if len(questions) < 2:
+        return []
+    parts, tops = [], set()
+    for question in questions:
+        hits, _, _ = _search(ctx, question, top_k)
+        kept = [h for h in hits or [] if h.score >= ctx.config.min_score]
+        parts.append({"question": question, "hits": kept})
+        if kept:
+            tops.add(kept[0].id)
+    if len(tops) < 2:
+        return []  # one matter asked in two sentences: the whole query's hits answer it
+    return parts
+
+
+def tool(view: StateView, ctx: FlowContext) -> dict[str, Any]:
+    tool_input = view["tool.tool_input"] or {}
+    query, top_k = tool_input.get("query", ""), int(tool_input.get("top_k") or ctx.config.top_k)
+    cfg = ctx.config
+    hits, error, attempts = _search(ctx, query, top_k)
     if hits is None:
         detail = "タイムアウト" if error["error_type"] == "timeout" else "エラー"
         return {"tool.tool_output_summary": {"query": query, "hit_count": 0, "hits": [], "attempts": attempts},
@@ -200,14 +224,25 @@ def tool(view: StateView, ctx: FlowContext) -> dict[str, Any]:
                 "trace": {"action": "kb_search", "outcome": error["error_type"], "attempts": attempts,
                           "error_type": error["error_type"]}}
     relevant = [h for h in hits if h.score >= cfg.min_score]
+    parts = _parts(ctx, query, top_k)
+    if parts:  # each question's hits too (best score per article), the whole query's first
+        merged = {h.id: h for h in relevant}
+        for part in parts:
+            for h in part["hits"]:
+                if h.id not in merged or h.score > merged[h.id].score:
+                    merged[h.id] = h
+        relevant = sorted(merged.values(), key=lambda h: -h.score)
     ids = [h.id for h in relevant]
     status = "ok" if relevant else "empty"
     summary = ", ".join(f"{h.id}「{h.title}」({h.score:.2f})" for h in relevant) or "該当なし"
-    return {"tool.tool_output_summary": {"query": query, "hit_count": len(relevant), "attempts": attempts,
-                                         "hits": [h.as_dict() for h in relevant]},
-            "tool.tool_ref": ids, "tool.tool_status": status, "last_error": None,
-            "messages": [{"role": "tool", "name": "kb_search", "content": summary}],
-            "trace": {"action": "kb_search", "outcome": status, "attempts": attempts, "hits": len(relevant)}}
+    out = {"query": query, "hit_count": len(relevant), "attempts": attempts, "hits": [h.as_dict() for h in relevant]}
+    if parts:
+        out["parts"] = [{"question": p["question"], "ids": [h.id for h in p["hits"]]} for p in parts]
+    trace = {"action": "kb_search", "outcome": status, "attempts": attempts, "hits": len(relevant)}
+    if parts:
+        trace["questions"] = len(parts)
+    return {"tool.tool_output_summary": out, "tool.tool_ref": ids, "tool.tool_status": status, "last_error": None,
+            "messages": [{"role": "tool", "name": "kb_search", "content": summary}], "trace": trace}
 
 
 # ---- NLG (answer with citations) ---------------------------------------------------------------
@@ -217,10 +252,33 @@ def _articles_text(hits: list[dict[str, Any]]) -> str:
     return "\n\n".join(data_block(f"[{h['id']}] {h['title']}（カテゴリ: {h['category']}）\n{h['text']}") for h in hits)
 
 
-def _not_found(trace: dict[str, Any]) -> dict[str, Any]:
-    return {"response.message": replies.NOT_FOUND, "response.citations": [], "response.outcome": "not_found",
-            "last_error": None, "messages": [{"role": "assistant", "content": replies.NOT_FOUND}],
+def _not_found(trace: dict[str, Any], message: str = replies.NOT_FOUND) -> dict[str, Any]:
+    return {"response.message": message, "response.citations": [], "response.outcome": "not_found",
+            "last_error": None, "messages": [{"role": "assistant", "content": message}],
             "trace": {**trace, "outcome": "not_found"}}
+
+
+def _questions(summary: dict[str, Any], question: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``[{"question", "hits", "missing"}]``: each question of the message (one, or the TOOL node's
+    parts) with the retrieved articles that can answer it (:func:`answerability.answerable`) and, when
+    none can, the fact they lack."""
+    by_id = {h["id"]: h for h in hits}
+    asked = summary.get("parts") or [{"question": question, "ids": [h["id"] for h in hits]}]
+    out = []
+    for part in asked:
+        kept, missing = answerability.answerable([by_id[i] for i in part["ids"] if i in by_id], part["question"])
+        out.append({"question": part["question"], "hits": kept, "missing": missing})
+    return out
+
+
+def _unanswered_lines(questions: list[dict[str, Any]], cited: set[str]) -> list[str]:
+    """One line per question no cited article answers (multi-question messages)."""
+    lines = []
+    for q in questions:
+        if not any(h["id"] in cited for h in q["hits"]):
+            lines.append(replies.part_not_found(q["question"], q["missing"].label if q["missing"] else None,
+                                                q["missing"].next_step if q["missing"] else None))
+    return lines
 
 
 def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
@@ -231,13 +289,25 @@ def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
         return _not_found(trace)  # no article, no model call: nothing to invent from
     goal = view["goal"] or {}
     question = _last_user(view["messages"])
+    questions = _questions(summary, question, hits)
+    usable = {h["id"]: h for q in questions for h in q["hits"]}
+    if not usable:  # the articles found do not state what was asked (a price the KB does not list)
+        missing = next((q["missing"] for q in questions if q["missing"]), None)
+        trace["missing_facet"] = missing.name if missing else None
+        return _not_found(trace, replies.not_found_for(missing.label, missing.next_step) if missing else replies.NOT_FOUND)
+    hits = [h for h in hits if h["id"] in usable]  # a model sees, and may cite, only articles that answer
+    asked = question
+    if len(questions) > 1:
+        asked += "\n（ご質問は " + str(len(questions)) + " 点です: " + " ／ ".join(
+            f"{i}) {q['question']}" for i, q in enumerate(questions, 1)) + "。それぞれに、根拠の記事を示して答えてください。）"
     prompt_messages = [{"role": "system", "content": load_prompt("faq_answer_system")},
                        *_history(view["messages"], ctx.config.history_turns),
-                       {"role": "user", "content": render("faq_answer_user", question=question,
+                       {"role": "user", "content": render("faq_answer_user", question=asked,
                                                           query=goal.get("query") or question,
                                                           articles=_articles_text(hits))}]
+    parts = [{"question": q["question"], "hits": q["hits"]} for q in questions] if len(questions) > 1 else []
     res = structured_call(ctx.client, prompt_messages, schema=load_schema("faq_answer"), name="faq_answer",
-                          context={"question": question, "query": goal.get("query"), "hits": hits,
+                          context={"question": question, "query": goal.get("query"), "hits": hits, "parts": parts,
                                    "max_citations": ctx.config.max_citations},
                           log=ctx.log, tags=ctx.tags("NLG", "faq_answer_system"), temperature=0.2,
                           stream_field="message")  # the answer streams to the page's sink, when it set one
@@ -247,11 +317,17 @@ def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
         return {"response.message": None, "response.citations": [], "response.outcome": None, "last_error": error,
                 "messages": [], "trace": {**trace, "outcome": "error", "error_type": error["error_type"]}}
     retrieved = {h["id"] for h in hits}
-    cited = list(dict.fromkeys(c for c in res.data["citations"] if c in retrieved))[:ctx.config.max_citations]
+    limit = max(ctx.config.max_citations, len(questions))
+    cited = list(dict.fromkeys(c for c in res.data["citations"] if c in retrieved))[:limit]
     trace["dropped_citations"] = len(set(res.data["citations"]) - retrieved)
     if not cited:
         return _not_found(trace)
     message = re.sub(r"[ \t]{2,}", " ", replies.remove_unknown_ids(res.data["message"], retrieved)).strip()
+    if len(questions) > 1:
+        missing_lines = _unanswered_lines(questions, set(cited))
+        if missing_lines:
+            message += "\n\n" + "\n".join(missing_lines)
+        trace["questions"] = len(questions)
     return {"response.message": message, "response.citations": cited, "response.outcome": "answered",
             "last_error": None, "messages": [{"role": "assistant", "content": message, "citations": cited}],
             "trace": {**trace, "outcome": "answered"}}

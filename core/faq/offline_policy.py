@@ -2,7 +2,8 @@
 
 * ``classify_intent`` (task ``faq_intent``): :func:`core.faq.intent_rules.classify`.
 * ``plan_tool`` (task ``faq_plan``): always ``kb_search`` with the intent's query.
-* ``answer`` (task ``faq_answer``): an extractive answer — the sentences of the top article that
+* ``answer`` (task ``faq_answer``): several questions in one message (``parts``) are answered one by
+  one, each from its own best article and citing it; otherwise an extractive answer — the sentences of the top article that
   share the most words with the question, whole (a list's lead sentence with its matching items,
   never an item alone: :mod:`core.text.quoting`), then
   「詳しくは kb:012「…」をご覧ください。」; a second article is cited when it is nearly as
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.faq import answerability
 from core.faq.intent_rules import classify
 from core.llm.base import LLMRequest
 from core.text import quoting
@@ -59,9 +61,13 @@ def answer(request: LLMRequest) -> dict[str, Any]:
     hits = ctx.get("hits") or []
     if not hits:
         return {"message": "ご質問に該当する FAQ 記事が見つかりませんでした。", "citations": []}
+    parts = [p for p in ctx.get("parts") or [] if p.get("hits")]
+    if len(parts) > 1:
+        return _answer_each(parts)
     question = ctx.get("query") or ctx.get("question") or ""
     top = hits[0]
-    body = _join(best_sentences(top.get("text", ""), question, question=ctx.get("question") or ""))
+    body = _with_fact(_join(best_sentences(top.get("text", ""), question, question=ctx.get("question") or "")),
+                      top.get("text", ""), ctx.get("question") or question)
     cited = [top]
     q_tokens = _tokens(question)
     for other in hits[1:int(ctx.get("max_citations") or 2)]:
@@ -72,3 +78,27 @@ def answer(request: LLMRequest) -> dict[str, Any]:
     if len(cited) > 1:
         more += "関連する記事: " + "、".join(f"{h['id']}「{h['title']}」" for h in cited[1:]) + "。"
     return {"message": f"{body}\n\n{more}", "citations": [h["id"] for h in cited]}
+
+
+def _answer_each(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several questions: each answered from its own best article, with that article cited."""
+    blocks, cited = [], []
+    for part in parts:
+        top = next((h for h in part["hits"] if h["id"] not in cited), part["hits"][0])
+        body = _with_fact(_join(best_sentences(top.get("text", ""), part["question"], question=part["question"])),
+                          top.get("text", ""), part["question"])
+        blocks.append(f"【{part['question'].strip()}】\n{body}\n詳しくは {top['id']}「{top['title']}」をご覧ください。")
+        if top["id"] not in cited:
+            cited.append(top["id"])
+    return {"message": "\n\n".join(blocks), "citations": cited}
+
+
+def _with_fact(body: str, text: str, question: str) -> str:
+    """``body`` plus the article's sentence stating the fact asked for (a price, a duration:
+    :mod:`core.faq.answerability`) when the quoted sentences leave it out."""
+    for facet in answerability.asked_facets(question):
+        head = answerability.head_word(question, facet)
+        for unit in quoting.units(text):
+            if facet.evidence.search(unit.text) and (head is None or head in unit.text) and unit.text not in body:
+                return f"{body}\n{unit.text}" if body else unit.text
+    return body

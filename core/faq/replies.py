@@ -1,4 +1,5 @@
-"""Fixed Japanese replies of the FAQ bot: non-task answers, not found, fallback (reason + next step)."""
+"""Fixed Japanese replies of the FAQ bot: non-task answers, not found (also for a fact the articles do not
+state, and for one question of several), fallback (reason + next step)."""
 from __future__ import annotations
 
 import re
@@ -17,6 +18,9 @@ NOT_FOUND = ("申し訳ございません。ご質問に該当する FAQ 記事�
              "不確かなご案内にならないよう回答を控えております。\n"
              "・言葉を変えて、もう一度ご質問ください（例: 「車検の費用」「オイル交換の時期」）。\n"
              "・" + NEXT_STEP)
+NOT_FOUND_FACT = ("申し訳ございません。FAQ 記事には、ご質問の{label}についての記載がありません。記事にない内容は、"
+                  "不確かなご案内にならないよう回答を控えております。\n・{next_step}\n・" + NEXT_STEP)
+PART_NOT_FOUND = "・「{question}」については、該当する FAQ 記事が見つかりませんでした。{next_step}"
 FALLBACK = {
     "timeout": ("申し訳ございません。ただいま FAQ 検索の応答がなく（{attempts} 回試しましたがタイムアウトしました）、"
                 "回答をお調べできませんでした。\n・少し時間をおいて、もう一度ご質問ください。\n・" + NEXT_STEP),
@@ -29,6 +33,19 @@ FALLBACK = {
 }
 HANDOFF_NOTE = "（担当者への引き継ぎを受け付けました）"
 DEFAULT_TOPICS = ("メンテナンス", "保証", "予約・来店", "ロードサービス", "支払い")
+
+
+def not_found_for(label: str, next_step: str) -> str:
+    """Not found because the articles do not state the fact asked for (a price, a duration)."""
+    return NOT_FOUND_FACT.format(label=label, next_step=next_step)
+
+
+def part_not_found(question: str, label: str | None = None, next_step: str | None = None) -> str:
+    """One question of several that no article answers."""
+    step = next_step or "言い方を変えてご質問いただくか、担当者にお問い合わせください。"
+    if label:
+        step = f"{label}の記載がありません。{step}"
+    return PART_NOT_FOUND.format(question=question.strip(" ?？。")[:60], next_step=step)
 
 
 def topics_text(categories: list[str] | None) -> str:

@@ -37,6 +37,7 @@ from core.rag import cache, embeddings, snapshot
 from core.rag.bm25 import BM25Index, Vocabulary
 from core.rag.chunks import CHUNKER_VERSION, document_chunks, manual_chunks
 from core.rag.hybrid import CANDIDATE_K, RRF_K, fuse, top_k
+from core.rag.reading import ReadingIndex
 from core.rag.records import Chunk, IngestReport, RetrievedChunk
 from core.rag.store import ChromaStore
 from core.text.ja_tokens import get_tokenizer
@@ -103,6 +104,7 @@ class ManualRetriever:
         self._saver: threading.Thread | None = None
         self.reloads = 0  # full reads of the collection (from Chroma or the snapshot)
         self.last_reload = ""  # "snapshot" or "store": where the last full read came from
+        self._readings = ReadingIndex()
         self._index = self._build([], np.zeros((0, 0), dtype=np.float32), -1)
         self.reload()
 
@@ -321,6 +323,13 @@ class ManualRetriever:
 
     def __len__(self) -> int:
         return len(self._index.chunks)
+
+    def expand_query(self, query: str) -> str:
+        """``query`` plus the manuals' spellings of the words it writes in kana or as a homophone
+        (:mod:`core.rag.reading`); the flows call it before :meth:`search`."""
+        self.ensure_current()
+        self._readings.sync_texts((f"{c.chunk_id}|{len(c.text)}", f"{c.section}\n{c.text}") for c in self._index.chunks)
+        return self._readings.expand(query)
 
     def search(self, query: str, vehicle_id: str | None = None, n_results: int = 5,
                mode: str = "hybrid") -> list[RetrievedChunk]:

@@ -13,6 +13,7 @@ import numpy as np
 from core.rag import embeddings
 from core.rag.bm25 import BM25Index
 from core.rag.hybrid import CANDIDATE_K, RRF_K, fuse
+from core.rag.reading import ReadingIndex
 from core.text.ja_tokens import get_tokenizer
 
 
@@ -28,6 +29,13 @@ class TextRetriever:
         self.bm25 = BM25Index(self.tokenizer)
         self.bm25.build(self.texts)
         self.vectors = np.asarray(self.embedder.passages(self.texts), dtype=np.float32) if docs else None
+        self._readings = ReadingIndex()
+
+    def expand_query(self, query: str) -> str:
+        """``query`` plus the corpus's spellings of the words it writes in kana or as a homophone
+        (:mod:`core.rag.reading`)."""
+        self._readings.sync_texts(zip(self.ids, self.texts))
+        return self._readings.expand(query)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -185,11 +185,13 @@ def get_tokenizer(mode: str = DEFAULT_MODE, form: str = DEFAULT_FORM) -> Japanes
     return JapaneseTokenizer(mode, form)
 
 
-_morpheme_lock = threading.Lock()
+_mode_c_lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def _plain_tokenizer():
+def _mode_c_tokenizer():
+    """A mode-C Sudachi tokenizer of its own, for :func:`morphemes` and :func:`readings` (used under
+    ``_mode_c_lock``: a Sudachi tokenizer is not thread-safe)."""
     return _dictionary().tokenizer(mode=_split_mode("C"))
 
 
@@ -199,5 +201,31 @@ def morphemes(text: str) -> list:
     text = (text or "")[:MAX_INPUT_CHARS]
     if not text.strip():
         return []
-    with _morpheme_lock:
-        return list(_plain_tokenizer().tokenize(pieces(text)[0]))
+    with _mode_c_lock:
+        return list(_mode_c_tokenizer().tokenize(pieces(text)[0]))
+
+
+_HIRAGANA_FOLD = {c: c + 0x60 for c in range(0x3041, 0x3097)}
+
+
+def readings(text: str, max_chars: int = 1000) -> list[tuple[str, str]]:
+    """``(surface, katakana reading)`` of each morpheme of ``text`` (NFKC, at most ``max_chars``
+    characters; Sudachi mode C), spaces and punctuation left out; a morpheme without a reading reads
+    as its surface with hiragana folded to katakana. 「店頭した」→ [(店頭, テントウ), (し, シ), (た, タ)]."""
+    text = unicodedata.normalize("NFKC", text or "")[:max_chars]
+    if not text.strip():
+        return []
+    out: list[tuple[str, str]] = []
+    with _mode_c_lock:
+        tokenizer = _mode_c_tokenizer()
+        for piece in pieces(text):
+            for m in tokenizer.tokenize(piece):
+                if m.part_of_speech()[0] in ("空白", "補助記号"):
+                    continue
+                out.append((m.surface(), (m.reading_form() or m.surface()).translate(_HIRAGANA_FOLD)))
+    return out
+
+
+def reading(text: str, max_chars: int = 1000) -> str:
+    """The katakana reading of ``text``: :func:`readings` joined. 「点灯した」→「テントウシタ」."""
+    return "".join(r for _, r in readings(text, max_chars))

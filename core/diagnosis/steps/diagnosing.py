@@ -12,8 +12,8 @@ Urgency: the keyword rules (critical → RESERVATION at once), then, after the m
 rules fused with the semantic layer and the sections' markers (``core.diagnosis.urgency_semantic``):
 that level is what the prompt and the offline policy see (``context["urgency"]``). Every route to a
 "this is normal" answer passes ``normal_answer_blocked``: a model ``spec_answer`` it blocks becomes
-the normal case's question (or a plain answer). The manual_coverage raise (D12) applies to answers,
-not to questions. A rule or exemplar that says "do not drive" (a flat tyre) keeps can_drive False.
+the normal case's question (or a plain answer). The manual_coverage raise (D12) applies to every
+action, questions included (seed 000 §4). A rule or exemplar that says "do not drive" (a flat tyre) keeps can_drive False.
 A confirmed normal answer drops what the semantic layer added back to the rules' own level.
 
 Snapshots: ``state_snapshots`` holds ``{turn: N, state}`` with the state *just before* the user's
@@ -21,6 +21,7 @@ N-th answer (what was on screen), so ``rewind_to_turn=N`` lets the user answer t
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from core.diagnosis import llm_calls
@@ -37,6 +38,8 @@ from core.diagnosis.actions import (
     SPEC_FEEDBACK,
 )
 from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.denials import asks_about_denied
+from core.diagnosis.emergency import emergency_answer
 from core.diagnosis.guards import (
     append_default_choices,
     attach_icons,
@@ -53,16 +56,19 @@ from core.diagnosis.models import (
     PromptInfo,
     RagSource,
     SessionState,
+    urgency_rank,
 )
+from core.diagnosis.offline_policy import lamps_named
 from core.diagnosis.prompt_builder import (
     FLAG_FORCE_ANSWER,
     FLAG_RESTRICT_TOPIC,
     build_additional_instructions,
     build_diagnostic_messages,
     build_summary_messages,
+    denied_symptoms,
     policy_context,
 )
-from core.diagnosis.rag import RagHit, merge_sources, rag_search_many, to_sources
+from core.diagnosis.rag import RagHit, cited_first, merge_sources, rag_search_many, to_sources, with_named_case
 from core.diagnosis.steps import reservation
 from core.diagnosis.steps.common import (
     FALLBACK_MESSAGE,
@@ -87,11 +93,14 @@ from core.vehicles import find_vehicle
 
 ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
 FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"
+NORMAL_STATEMENT = re.compile(r"故障ではありません|異常ではありません|正常な(現象|動作|作動|制御)です|心配ありません")
 NOT_COVERED_NOTE = "⚠️ 取扱説明書に該当する記載が見つからないため、ディーラーでの点検を推奨します。"
 PARTIAL_NOTE = "ℹ️ この回答は取扱説明書の記載に加えて、一般的な知識に基づく内容を含みます。"
 NO_DRIVE_NOTE = "🚨 自走は控えてください。安全な場所に停車し、ロードサービスの手配をおすすめします。"
 INSPECT_SOON_NOTE = "⚠️ 早急な点検をおすすめします。"
 RESOLUTION_QUESTION = "この内容で解決しましたか？"
+DENIED_TOPIC_LINE = ("直前の質問トピック「{topic}」は、お客様が「ない」と述べた症状（{denied}）についての質問です。"
+                     "否定された症状については質問せず、お客様が述べた症状に関係する内容だけを質問してください。")
 RESTRICT_TOPIC_LINE = ("直前の質問トピック「{topic}」はお客様の症状「{symptom}」と関係がありません。"
                        "症状に直接関係する内容だけを質問してください。")
 FORCE_ANSWER_LINE = ("待ちメッセージ（「まとめます」「お待ちください」など）は禁止です。"
@@ -213,7 +222,10 @@ def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJ
                    judgment=judgment, fallback=True)
 
 
-def _cited_first(sources: list[RagSource], message: str) -> list[RagSource]:
+def _cited_first(sources: list[RagSource], message: str, hits: Sequence[RagHit] = ()) -> list[RagSource]:
+    """The sources with the section the message quotes first (added from ``hits`` when the cut dropped it)."""
+    if hits:
+        return cited_first(sources, list(hits), message)
     return sorted(sources, key=lambda s: 0 if s.section and s.section in message else 1)
 
 
@@ -235,14 +247,14 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
         apply_keyword_urgency(session, keyword)
-        return reservation.enter(session, ctx, judgment=judgment,
-                                 lead=f"お伺いした内容から、{'、'.join(keyword.reasons)}があります。"
-                                      "安全な場所に停車し、無理に運転を続けないでください。")
+        answer = emergency_answer(ctx, session.vehicle_id, " ".join(session.collected_symptoms[-2:]), keyword.reasons)
+        return reservation.enter(session, ctx, judgment=judgment, lead=answer.message, rag_sources=answer.sources)
     if session.diagnostic_turn > session.max_diagnostic_turns:
         return handle_urgency_check(session, None, ctx, lead="問診の上限回数に達したため、緊急度を評価して点検をご案内します。")
 
     # D4 RAG, then the rules fused with the semantic layer and the sections' markers
-    hits = rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id)
+    hits = with_named_case(ctx, rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id),
+                           session.symptom_text, session.vehicle_id)
     sources = to_sources(hits)
     keyword = confirm_by_conversation(assess(ctx.rules, session.collected_symptoms, session.symptom_text, hits),
                                       session.asked_topics, hits)
@@ -251,9 +263,9 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
         apply_keyword_urgency(session, keyword)
-        return reservation.enter(session, ctx, judgment=judgment, rag_sources=sources,
-                                 lead=f"お伺いした内容から、{'、'.join(keyword.reasons)}があります。"
-                                      "安全な場所に停車し、無理に運転を続けないでください。")
+        answer = emergency_answer(ctx, session.vehicle_id, " ".join(session.collected_symptoms[-2:]), keyword.reasons,
+                                  hits)
+        return reservation.enter(session, ctx, judgment=judgment, lead=answer.message, rag_sources=answer.sources)
     # D5 summary, D6 candidates trigger
     _maybe_summarize(session, ctx)
     if session.last_confidence >= th.candidates_confidence or session.diagnostic_turn >= th.candidates_turn:
@@ -267,12 +279,21 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
 
     # D10 topic relevance → one re-call with a topic restriction
     context_text = " ".join(h.section + " " + h.text for h in hits)
-    if data["action"] in ("ask_question", "clarify_term") and is_irrelevant_topic(
-            data.get("question_topic"), session.symptom_text, session.conversation_history, context_text):
-        line = RESTRICT_TOPIC_LINE.format(topic=data.get("question_topic"), symptom=session.symptom_text)
-        retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_RESTRICT_TOPIC, line)])
-        if retry.ok:
-            data = dict(retry.data)
+    # (and a question about a symptom the customer denied, the same way)
+    denied = denied_symptoms(session)
+    if data["action"] in ("ask_question", "clarify_term"):
+        line = None
+        if asks_about_denied(data.get("question_topic"), data.get("message"), denied):
+            line = DENIED_TOPIC_LINE.format(topic=data.get("question_topic"), denied="、".join(denied))
+        elif is_irrelevant_topic(data.get("question_topic"), session.symptom_text, session.conversation_history,
+                                 context_text):
+            line = RESTRICT_TOPIC_LINE.format(topic=data.get("question_topic"), symptom=session.symptom_text)
+        if line is not None:
+            retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_RESTRICT_TOPIC, line)])
+            if retry.ok:
+                data = dict(retry.data)
+            if asks_about_denied(data.get("question_topic"), data.get("message"), denied):
+                data.update(message=FALLBACK_MESSAGE, choices=None, question_topic=None)  # still asking it
     # D11 waiting message → one re-call forcing an answer
     if is_waiting_message(data.get("message")):
         retry = _call(ctx, session, hits, keyword, user_input, [(FLAG_FORCE_ANSWER, FORCE_ANSWER_LINE)])
@@ -288,6 +309,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     # Safety gate on every route to "this is normal"
     if data["action"] == "spec_answer" and normal_answer_blocked(keyword, session.collected_symptoms):
         data = _normal_case_question(data, keyword)
+    data = _no_contradiction(data, keyword, session.collected_symptoms)
     if keyword.can_drive is False:
         data["can_drive"] = False
 
@@ -297,14 +319,12 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         session.rewritten_query = data["rewritten_query"].strip()
     session.manual_coverage = data.get("manual_coverage")
     # D12 manual_coverage raise, D13 urgency_flag
-    flag = data.get("urgency_flag") or "none"
-    if data["action"] in ("provide_answer", "escalate"):  # a question is not an answer the manual must cover
-        flag = raise_for_coverage(flag, session.manual_coverage)
+    flag = raise_for_coverage(data.get("urgency_flag") or "none", session.manual_coverage)  # every action
     if flag == "critical":
         raise_urgency(session, "critical", can_drive=data.get("can_drive") if data.get("can_drive") is not None else False,
                       visit_urgency="immediate")
-        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"]),
-                                 judgment=judgment)
+        lead, cited = _with_emergency_steps(ctx, session, data["message"], hits, sources)
+        return reservation.enter(session, ctx, lead=lead, rag_sources=cited, judgment=judgment)
     # a level raised by the coverage guard takes that level's default visit urgency
     visit = data.get("visit_urgency") if flag == data.get("urgency_flag") else None
     raise_urgency(session, flag, can_drive=data.get("can_drive"), visit_urgency=visit)
@@ -316,7 +336,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if action == "escalate":
         raise_urgency(session, "high" if flag not in ("high", "critical") else flag, can_drive=data.get("can_drive"),
                       visit_urgency=data.get("visit_urgency"))
-        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"]),
+        return reservation.enter(session, ctx, lead=data["message"], rag_sources=_cited_first(sources, data["message"], hits),
                                  judgment=judgment)
     if action == "spec_answer":
         if keyword.normal_confirmed:  # the customer's answer confirmed the manual's normal case
@@ -325,7 +345,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         session.spec_check_shown = True
         prompt = PromptInfo(type="single_choice", message=f"{data['message']}\n\n{RESOLUTION_QUESTION}",
                             choices=[c.model_copy() for c in SPEC_CHOICES], action=SPEC_FEEDBACK)
-        return respond(session, prompt, pending_kind="spec", rag_sources=_cited_first(sources, data["message"]),
+        return respond(session, prompt, pending_kind="spec", rag_sources=_cited_first(sources, data["message"], hits),
                        judgment=judgment)
     if action == "provide_answer":  # §10: the manual's answer and its sources are shown with it
         named = [h for h in hits if h.section and h.section in data["message"]]  # the section the answer cites
@@ -342,7 +362,53 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     choices = attach_icons(append_default_choices(data.get("choices")), topic)
     prompt = PromptInfo(type="single_choice" if choices else "text", message=data["message"], choices=choices,
                         action=ANSWER if choices else None)
-    return respond(session, prompt, pending_kind="question", rag_sources=sources, judgment=judgment)
+    cited = _cited_first(sources, data["message"], hits)
+    if not any(f"「{c.section}」" in data["message"] for c in cited):  # no section quoted: the one named first
+        cited = _named_first(cited, session.symptom_text)
+    return respond(session, prompt, pending_kind="question", rag_sources=cited, judgment=judgment)
+
+
+NOT_NORMAL_NOTE = ("※取扱説明書には正常な動作としての説明もありますが、お伺いした症状はその条件に当てはまらない"
+                   "可能性があるため、点検をおすすめします。")
+
+
+def _no_contradiction(data: dict[str, Any], keyword: KeywordUrgency, texts: Sequence[str]) -> dict[str, Any]:
+    """An answer must not quote 「故障ではありません」 and carry an urgency at once (a hybrid restarting
+    itself at a red light once got 緊急度 高 with that quote). When the manual's normal case is
+    confirmed and nothing blocks a normal answer, the answer becomes the spec answer it is (no
+    urgency); otherwise the answer says why the normal explanation does not settle it."""
+    if data["action"] not in ("provide_answer", "escalate") or not NORMAL_STATEMENT.search(data.get("message") or ""):
+        return data
+    if urgency_rank(data.get("urgency_flag")) < urgency_rank("medium"):
+        return data
+    if keyword.normal_confirmed and not normal_answer_blocked(keyword, texts):
+        return dict(data, action="spec_answer", urgency_flag="none", visit_urgency=None)
+    if NOT_NORMAL_NOTE not in data["message"]:
+        return dict(data, message=f"{data['message'].rstrip()}\n\n{NOT_NORMAL_NOTE}")
+    return data
+
+
+def _named_first(sources: list[RagSource], text: str) -> list[RagSource]:
+    """Sources whose section the customer's words name (its title, or the lamp they named) first."""
+    named = set(lamps_named(text or ""))
+
+    def key(source: RagSource) -> int:
+        title = source.section.split("（")[0]
+        return 0 if (named & set(lamps_named(source.section)) or (len(title) >= 3 and title in (text or ""))) else 1
+
+    return sorted(sources, key=key)
+
+
+def _with_emergency_steps(ctx: DiagnosisContext, session: SessionState, message: str, hits: Sequence[RagHit],
+                          sources: list[RagSource]) -> tuple[str, list[RagSource]]:
+    """A critical answer (from the model or the offline policy) with the manual's emergency section and
+    its steps added when the message does not already cite it; its sources with that section first."""
+    answer = emergency_answer(ctx, session.vehicle_id, " ".join(session.collected_symptoms[-2:]),
+                              session.urgency_reasons, list(hits))
+    if answer.section and f"「{answer.section}」" in message:
+        return message, _cited_first(sources, message, hits)
+    lead = f"{message.strip()}\n\n{answer.steps}" if answer.steps else message
+    return lead, _cited_first(sources, lead, hits)
 
 
 def _normal_case_question(data: dict[str, Any], keyword: KeywordUrgency) -> dict[str, Any]:

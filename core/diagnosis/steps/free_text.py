@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from core.diagnosis.context import DiagnosisContext
+from core.diagnosis.emergency import emergency_answer
 from core.diagnosis.guards import should_hint_spec, should_route_to_spec_check
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
-from core.diagnosis.rag import DANGER_TYPES, rag_search
+from core.diagnosis.rag import DANGER_TYPES, rag_search, with_named_case
 from core.diagnosis.steps import diagnosing, reservation, spec_check
 from core.diagnosis.steps.common import add_user, apply_keyword_urgency, respond, save_snapshot
 from core.diagnosis.steps.photo_confirm import SYMPTOM_QUESTION
@@ -29,14 +30,20 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
     if not text:
         return respond(session, PromptInfo(type="text", message=SYMPTOM_QUESTION), record=False)
     save_snapshot(session, 1)  # rewinding to turn 1 comes back here
+    return route_symptom(session, text, ctx)
+
+
+def route_symptom(session: SessionState, text: str, ctx: DiagnosisContext) -> ChatResponse:
+    """Steps 2–6 for a symptom ``text``: also the route of a new symptom or topic raised later
+    (:mod:`core.diagnosis.steps.topic_shift`)."""
     session.symptom_text = text
     keyword = ctx.rules.check(text)
     if keyword.is_critical:
         return _critical(session, ctx, text, keyword)
-    hits = rag_search(ctx, text, session.vehicle_id)
+    hits = with_named_case(ctx, rag_search(ctx, text, session.vehicle_id), text, session.vehicle_id)
     keyword = assess(ctx.rules, [text], text, hits)
     if keyword.is_critical:
-        return _critical(session, ctx, text, keyword)
+        return _critical(session, ctx, text, keyword, hits)
     info = (keyword.intent == "info" and keyword.level == "none" and bool(hits)
             and hits[0].content_type not in DANGER_TYPES)
     if info or (should_route_to_spec_check(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])):
@@ -47,10 +54,12 @@ def handle_free_text(session: SessionState, request: ChatRequest, ctx: Diagnosis
     return diagnosing.run_turn(session, text, ctx)
 
 
-def _critical(session: SessionState, ctx: DiagnosisContext, text: str, keyword: Any) -> ChatResponse:
-    """A critical symptom goes straight to the booking path with the reasons and the safety advice."""
+def _critical(session: SessionState, ctx: DiagnosisContext, text: str, keyword: Any,
+              hits: list | None = None) -> ChatResponse:
+    """A critical symptom goes straight to the booking path with the reasons, the manual's emergency
+    section and its steps (:func:`core.diagnosis.emergency.emergency_answer`)."""
     session.collected_symptoms.append(text)
     add_user(session, text)
     apply_keyword_urgency(session, keyword)
-    return reservation.enter(session, ctx, lead=f"入力された症状から、{'、'.join(keyword.reasons)}があります。"
-                                                "安全な場所に停車し、無理に運転を続けないでください。")
+    answer = emergency_answer(ctx, session.vehicle_id, text, keyword.reasons, hits)
+    return reservation.enter(session, ctx, lead=answer.message, rag_sources=answer.sources)

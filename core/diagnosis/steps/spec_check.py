@@ -14,7 +14,7 @@ from core.diagnosis import llm_calls
 from core.diagnosis.actions import RESTART, RESTART_CHOICES, SPEC_CHOICES, SPEC_FEEDBACK
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
-from core.diagnosis.rag import citation, rag_context, rag_search, to_sources
+from core.diagnosis.rag import citation, cited_first, rag_context, rag_search, to_sources, with_named_case
 from core.diagnosis.steps import diagnosing
 from core.diagnosis.steps.common import add_user, chosen_value, respond
 from core.diagnosis.urgency_semantic import as_context, assess, normal_answer_blocked
@@ -25,7 +25,8 @@ RESOLVED_MESSAGE = "解決してよかったです。ほかにも気になる点
 
 
 def _phase1(session: SessionState, ctx: DiagnosisContext) -> ChatResponse:
-    hits = rag_search(ctx, session.symptom_text, session.vehicle_id)
+    hits = with_named_case(ctx, rag_search(ctx, session.symptom_text, session.vehicle_id), session.symptom_text,
+                           session.vehicle_id)
     keyword = assess(ctx.rules, [session.symptom_text], session.symptom_text, hits)
     if keyword.intent != "info" and normal_answer_blocked(keyword, [session.symptom_text]):
         session.current_step = ChatStep.DIAGNOSING
@@ -46,9 +47,9 @@ def _phase1(session: SessionState, ctx: DiagnosisContext) -> ChatResponse:
     explanation = data["explanation"].strip()
     if data.get("matched_section") and data["matched_section"] not in explanation:
         explanation += citation(data["matched_section"], data.get("page"))
-    sources = to_sources(hits)
     matched = data.get("matched_section_id")
-    sources.sort(key=lambda s: 0 if s.section_id == matched or s.section == data.get("matched_section") else 1)
+    quoted = [h for h in hits if h.section_id == matched or h.section == data.get("matched_section")]
+    sources = cited_first(to_sources(hits), hits, "".join(f"「{h.section}」" for h in quoted[:1]))
     session.spec_check_shown = True
     session.collected_symptoms.append(session.symptom_text)
     add_user(session, session.symptom_text)

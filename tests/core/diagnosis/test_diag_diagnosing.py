@@ -155,7 +155,8 @@ def test_duplicate_question_replaced_by_generic_message(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [diag(), diag(question_topic="音の状況")])
     handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏んだとき"), ctx)
-    assert r.prompt.message == FALLBACK_MESSAGE and r.prompt.choices == [] and r.prompt.type == "text"
+    assert r.prompt.message == FALLBACK_MESSAGE and r.prompt.type == "single_choice"
+    assert [c.value for c in r.prompt.choices] == ["dont_know", "free_input"]  # seed 000 §4: always offered
 
 
 def test_model_failure_gives_fallback_and_keeps_session_consistent(make_ctx, session_at):

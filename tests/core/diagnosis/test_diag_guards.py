@@ -29,9 +29,10 @@ def test_append_default_choices_keeps_model_strings_as_value_and_label():
     assert out[0].value == out[0].label == "ABS警告灯（ABSの文字）"
 
 
-def test_no_model_choices_means_no_buttons():
-    assert append_default_choices(None) == []
-    assert append_default_choices([]) == []
+def test_no_model_choices_still_offers_dont_know_and_free_input():
+    for empty in (None, [], ["", "  ", "わからない"]):
+        assert [(c.value, c.label) for c in append_default_choices(empty)] == [("dont_know", "わからない"),
+                                                                               ("free_input", "✏️ 自由入力")]
 
 
 @pytest.mark.parametrize("label,icon", [

@@ -75,7 +75,8 @@ def test_free_text_critical_keyword_goes_straight_to_reservation(driver):
     assert r.urgency.level == "critical" and r.urgency.can_drive is False and r.urgency.visit_urgency == "immediate"
     assert "🚨 今すぐロードサービスまたは来場が必要です" in r.prompt.message
     assert [c.value for c in r.prompt.choices] == ["dispatch", "skip"]
-    assert client.requests == [] and retriever.queries == []  # no search, no model call
+    assert client.requests == []  # no model call; the manual is searched for the emergency section to cite
+    assert [q for q, _ in retriever.queries][0] == "ブレーキペダルが床まで沈む"
     s = d.session
     assert s.symptom_text == "ブレーキペダルが床まで沈む" and s.collected_symptoms == ["ブレーキペダルが床まで沈む"]
 

@@ -75,13 +75,24 @@ def test_model_saying_drivable_for_a_puncture_is_overruled(make_ctx, session_at)
     assert "visit" not in [c.value for c in r.prompt.choices]
 
 
-def test_coverage_raise_applies_to_answers_not_questions(make_ctx, session_at, monkeypatch):
+@pytest.mark.parametrize("first", ["ask_question", "clarify_term", "spec_answer", "provide_answer"])
+def test_coverage_raise_applies_to_every_action(make_ctx, session_at, monkeypatch, first):
+    """Seed 000 §4 D12: not_covered with urgency none/low → medium, whatever the action."""
     monkeypatch.setenv("KAIWA_URGENCY_SEMANTIC", "off")
-    client = TaskClient({"diagnostic_response": [diag(manual_coverage="not_covered"),
-                                                 answer(manual_coverage="not_covered", urgency_flag="low")]})
+    turn = diag(action=first, manual_coverage="not_covered", urgency_flag="low")
+    if first in ("ask_question", "clarify_term"):
+        turn["choices"] = ["閉めるとき", "開けるとき"]
+    client = TaskClient({"diagnostic_response": [turn]})
     ctx = make_ctx(client=client, retriever=FakeRetriever([]), log=[])
     session = session_at(ChatStep.DIAGNOSING, symptom="ドアの音")
     handle_diagnosing(session, ChatRequest(message="ドアの音"), ctx)
-    assert session.urgency_level is None  # a question: nothing concluded yet
-    handle_diagnosing(session, ChatRequest(message="閉めるときです"), ctx)
     assert session.urgency_level == "medium"
+
+
+def test_coverage_raise_leaves_covered_questions_alone(make_ctx, session_at, monkeypatch):
+    monkeypatch.setenv("KAIWA_URGENCY_SEMANTIC", "off")
+    client = TaskClient({"diagnostic_response": [diag(manual_coverage="covered", urgency_flag="none")]})
+    ctx = make_ctx(client=client, retriever=FakeRetriever([]), log=[])
+    session = session_at(ChatStep.DIAGNOSING, symptom="ドアの音")
+    handle_diagnosing(session, ChatRequest(message="ドアの音"), ctx)
+    assert session.urgency_level is None

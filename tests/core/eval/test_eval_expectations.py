@@ -45,6 +45,15 @@ def test_no_pii_in_trace_looks_at_the_trace_and_the_debug_records(leak):
 
 def test_all_contract_keys_are_known():
     assert set(CHECKS) == {"step", "urgency", "can_drive", "citations_min", "citations_max", "message_contains",
+                           "message_not_contains", "first_citation",
                            "outcome", "outcome_in", "no_pii_in_trace", "trace_nodes_include",
                            "phase", "mode", "knowledge_fields", "knowledge_contains", "knowledge_not_contains",
                            "confirmed", "turns_max"}
+
+
+def test_message_not_contains_and_first_citation():
+    final = {"message": "取扱説明書「油圧警告灯」の手順", "citations": ["kaiwa-mirai-hv-2022:s041", "kaiwa-mirai-hv-2022:s038"]}
+    assert check_expectations({"message_not_contains": ["ボタンから選ぶか"], "first_citation": "s041"}, final, []) == []
+    problems = check_expectations({"message_not_contains": "油圧", "first_citation": "s038"}, final, [])
+    assert len(problems) == 2 and "message_not_contains" in problems[0] and "first_citation" in problems[1]
+    assert check_expectations({"first_citation": "kb:001"}, {"citations": []}, [])

@@ -1,0 +1,161 @@
+"""Can the retrieved articles answer *what was asked*? The facet check, and questions split in two.
+
+A question about a price the knowledge base does not list (「ワイパーのゴムの交換費用はいくら？」)
+retrieves the wiper article, which is about *when* to change wipers: answering from it and labelling
+the answer 回答（根拠あり） misleads. :func:`asked_facets` finds what kind of fact the question asks for
+(a price, a duration); :func:`supports` says whether an article states such a fact *about the
+question's subject* — a sentence (or its title) with the facet's evidence (円・料金・無料 … /
+分・時間・日 …) sharing the question's subject words (at least two when the question has two);
+:func:`answerable` keeps only those articles. With none left the turn is "not found" with the facet's
+next step (:data:`Facet.next_step`: ask the shop for a quote), for the offline policy and a model
+alike (the model only ever sees, and may only cite, articles that pass).
+
+:func:`split_questions` cuts a message that asks two things (「オイル交換の目安と、ワイパーの交換時期を
+教えてください」「車検はいつから受けられますか？あと代車は借りられますか？」) into its questions, so
+each is searched and answered with its own citation. Every pattern is bounded and the text is capped.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from core.text import quoting
+from core.text.ja_tokens import get_tokenizer
+
+MAX_CHARS = 1000
+MAX_PARTS = 3
+VEHICLE_NAMES = frozenset({"トレック", "ミライバ", "カイワ", "ハイブリッド", "4WD", "車", "クルマ", "お車"})
+
+
+@dataclass(frozen=True)
+class Facet:
+    name: str
+    question: re.Pattern[str]  # the question asks for this kind of fact
+    evidence: re.Pattern[str]  # a sentence states such a fact
+    words: frozenset[str]  # the facet's own words, not the subject
+    label: str  # 「料金」
+    next_step: str
+
+
+FACETS = (
+    Facet("price", re.compile(r"いくら|幾ら|費用|料金|値段|価格|金額|代金|コスト|お金|何円|[0-9０-９]+円|見積|無料|有料|タダ|ただで|税込|工賃"),
+          re.compile(r"[0-9０-９,，]+円|円（|料金|費用|価格|金額|無料|有料|税込|税抜|工賃|見積|ご負担|自己負担|お客さま負担"),
+          frozenset({"いくら", "幾ら", "費用", "料金", "値段", "価格", "金額", "代金", "コスト", "お金", "円", "見積もり",
+                     "見積", "無料", "有料", "タダ", "税込", "工賃", "かかる", "掛かる", "する", "くらい", "ぐらい"}),
+          "料金", "料金は車種や作業内容によって異なります。店頭またはお電話でお見積もりをご依頼ください。"),
+    Facet("duration", re.compile(r"何分|何時間|何日|所要時間|どのくらい(の)?時間|どれくらい(の)?時間|時間(は|が)どの|日数|何営業日|即日"),
+          re.compile(r"[0-9０-９]+ ?(分|時間|日|営業日|週間|か月|カ月|ヶ月)|数(分|時間|日|週間)|即日|当日|所要時間|期間"),
+          frozenset({"何分", "何時間", "何日", "所要時間", "時間", "日数", "どのくらい", "どれくらい", "かかる", "掛かる"}),
+          "所要時間", "作業の内容や混み具合で変わります。ご予約の際に店頭またはお電話でご確認ください。"),
+)
+_SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
+_NOUN = re.compile(r"[一-龥ァ-ヶーA-Za-z0-9０-９]+")  # a word without kana endings (a verb like 借りる is not the subject)
+
+
+def _norm(text: str | None) -> str:
+    return unicodedata.normalize("NFKC", text or "")[:MAX_CHARS]
+
+
+def asked_facets(question: str | None) -> list[Facet]:
+    """The kinds of fact ``question`` asks for (a price, a duration), in :data:`FACETS` order."""
+    text = _norm(question)
+    return [f for f in FACETS if f.question.search(text)]
+
+
+SUBJECT_STOP = frozenset({"大体", "後", "他", "事", "時", "方", "前", "今", "所", "位", "程", "場合", "感じ", "普通", "一般"})
+
+
+def subject_words(question: str, facet: Facet) -> set[str]:
+    """The question's nouns that are not the facet's own (「ワイパー」「ゴム」「交換」)."""
+    return {w for w in quoting.tokens(_norm(question))
+            if w not in facet.words and w not in SUBJECT_STOP and _NOUN.fullmatch(w) and len(w) >= 2}
+
+
+def head_word(question: str, facet: Facet) -> str | None:
+    """The noun the fact is asked about: the last subject noun before the facet's word (「タイヤ4本
+    交換するといくら」 → 交換, 「査定ってお金かかる」 → 査定), else any subject noun."""
+    text = _norm(question)
+    subject = subject_words(text, facet) - VEHICLE_NAMES
+    match = facet.question.search(text)
+    before = [w for w in get_tokenizer()(text[:match.start()]) if w in subject] if match else []
+    if before:
+        return before[-1]
+    return next(iter(sorted(subject)), None)
+
+
+def supports(hit: dict[str, Any], question: str, facet: Facet) -> bool:
+    """The article states a fact of this kind about what the question asks it of: it is about the
+    question's subject (half of its nouns at least, vehicle names aside) and a sentence (or the
+    title) with the facet's evidence names the question's :func:`head_word` (「タイヤの状態は無料で
+    確認します」 does not state the price of a tyre *change*)."""
+    head = head_word(question, facet)
+    subject = subject_words(question, facet) - VEHICLE_NAMES
+    title, body = _norm(hit.get("title", "")), _norm(hit.get("text", ""))
+    article = f"{title}\n{body}"
+    if sum(1 for w in subject if w in article) < (len(subject) + 1) // 2:
+        return False  # the article is about something else (車検の費用 for a tyre change's price)
+    for sentence in [title] + _SENTENCE.findall(body):
+        if facet.evidence.search(sentence) and (head is None or head in quoting.tokens(sentence) or head in sentence):
+            return True
+    return False
+
+
+def answerable(hits: Sequence[dict[str, Any]], question: str) -> tuple[list[dict[str, Any]], Facet | None]:
+    """The hits that can answer ``question`` and, when none can, the facet they lack (else None)."""
+    facets = asked_facets(question)
+    kept = [h for h in hits if all(supports(h, question, f) for f in facets)]
+    if kept or not hits:
+        return kept, None
+    missing = next((f for f in facets if not any(supports(h, question, f) for h in hits)), facets[0] if facets else None)
+    return kept, missing
+
+
+# --- two questions in one message ------------------------------------------------------------------
+
+_QUESTION_END = re.compile(r"(?<=[？?。！!])\s*|\n+")
+_CONNECTOR = re.compile(r"[、,]\s*(?:あと|それと|それから|また|ついでに|あわせて|併せて|もう一つ|もうひとつ)[、,は]?\s*|"
+                        r"\s+(?:あと|それと|それから|ついでに)[、,]?\s*")
+_AND_COMMA = re.compile(r"(?<=[ぁ-んァ-ヶー一-龥A-Za-z0-9])と[、,]\s*")
+_CONTENT = re.compile(r"[ァ-ヶー一-龥]{2,}|[A-Za-z]{2,}")
+_LEADING = re.compile(r"^(?:あと|それと|それから|また|ついでに|あわせて|もう一つ|もうひとつ)[、,は]?\s*")
+
+
+_QUESTION_CUE = re.compile(r"[？?]|か[。.\s]*$|かな|かね|教えて|知りた|どう|どこ|どれ|どの|いつ|いくら|何|なに|なぜ|"
+                           r"できる|できます|られる|れる[？?]?$|ある[？?]?$|ない[？?]?$|たい|ほしい|欲しい|ください|下さい|の[？?]?$")
+
+
+def split_questions(text: str | None) -> list[str]:
+    """The questions of one message (at most :data:`MAX_PARTS`; one when it asks one thing): cut at a
+    question's end (？ 。), at a connector (「、あと」「それと」「ついでに」) and at 「Aと、B」 (A shares B's
+    request); a piece that asks nothing (「中古で買った車だけど」) or has no content word of its own
+    stays with its neighbour as context."""
+    norm = _norm(text).strip()
+    pieces: list[tuple[str, bool]] = []  # (text, asks something)
+    for sentence in (_LEADING.sub("", p.strip()) for p in _QUESTION_END.split(norm) if p.strip()):
+        for clause in (_LEADING.sub("", q.strip()) for q in _CONNECTOR.split(sentence) if q.strip()):
+            group = [g.strip(" 、,") for g in _AND_COMMA.split(clause) if g.strip(" 、,")]
+            asks = bool(_QUESTION_CUE.search(clause)) or any(f.question.search(clause) for f in FACETS)
+            pieces += [(g, asks) for g in group]
+    if not any(asks for _, asks in pieces):  # a rewritten query (「…を教えてください」 dropped): all ask
+        pieces = [(piece, True) for piece, _ in pieces]
+    parts: list[str] = []
+    pending = ""
+    for piece, asks in pieces:
+        piece = piece.strip(" 、,。")
+        if not piece:
+            continue
+        if not asks or not _CONTENT.findall(piece):
+            if parts:
+                parts[-1] = f"{parts[-1]} {piece}"
+            else:
+                pending = f"{pending} {piece}".strip()
+            continue
+        parts.append(f"{pending} {piece}".strip() if pending else piece)
+        pending = ""
+    if pending:
+        parts = parts[:-1] + [f"{parts[-1]} {pending}"] if parts else [pending]
+    if len(parts) > MAX_PARTS:
+        parts = parts[:MAX_PARTS - 1] + [" ".join(parts[MAX_PARTS - 1:])]
+    return parts if len(parts) > 1 else [norm]
