@@ -7,11 +7,12 @@ from streamlit.testing.v1 import AppTest
 
 import core.knowledge.export as export
 import core.store.base as store_base
-from core.identity import OPERATOR, Identity
+from core.identity import ADMIN, OPERATOR, Identity
 from core.store import get_store
 from tests.pages.conftest import APP
 
 OPERATOR_ID = Identity(name="山田", email="yamada@example.jp", source="proxy", roles=frozenset({OPERATOR}))
+ADMIN_ID = Identity(name="管理者", email="admin@example.jp", source="proxy", roles=frozenset({OPERATOR, ADMIN}))
 TITLES = ("損害賠償の上限", "秘密情報の範囲", "契約解除の条件")
 
 
@@ -110,7 +111,7 @@ def test_a_page_past_the_end_turns_back_to_the_last_page(clock):
     at.number_input(key="lib_page").set_value(2).run()
     assert len(at.dataframe[0].value) == 10
     for entry_id in [e["id"] for e in get_store().list_entries(limit=20)]:
-        get_store().set_entry_status(entry_id, "archive", None)
+        get_store().set_entry_status(entry_id, "archive", ADMIN_ID)
     at.run()
     assert not at.exception and len(at.dataframe[0].value) == 40 and not at.number_input
 

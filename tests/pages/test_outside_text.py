@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
@@ -33,16 +34,25 @@ SELECT_FIRST = {"selection": {"rows": [0], "columns": [], "cells": []}}
 
 @pytest.fixture
 def downloads(monkeypatch):
-    """Every file a page offers for download in this test: {file name: bytes} (the last one wins)."""
+    """Every file a page offers for download in this test: {file name: bytes} (the last one wins). A file
+    built on click (a deferred download) is built here as a click would build it."""
     files: dict[str, bytes] = {}
     original = MemoryMediaFileStorage.load_and_get_id
+    original_deferred = MediaFileManager.add_deferred
 
     def capture(self, path_or_data, mimetype, kind, filename=None):
         if filename and isinstance(path_or_data, bytes):
             files[filename] = path_or_data
         return original(self, path_or_data, mimetype, kind, filename)
 
+    def capture_deferred(self, callable_, mimetype, coordinates, file_name=None, **kwargs):
+        if file_name:
+            data = callable_()
+            files[file_name] = data.encode("utf-8") if isinstance(data, str) else data
+        return original_deferred(self, callable_, mimetype, coordinates, file_name=file_name, **kwargs)
+
     monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
+    monkeypatch.setattr(MediaFileManager, "add_deferred", capture_deferred)
     return files
 
 

@@ -43,7 +43,9 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
         before = len(at.session_state["debug_logs"])
         at.chat_input(key="knowledge_input").set_value("秘密保持契約の有効期間で揉めました。").run()
         assert not at.exception
-        records = list(at.session_state["debug_logs"])[before:]
+        kept = list(at.session_state["debug_logs"])[before:]  # the session keeps summaries; the store the records
+        whole = get_store().get_debug_records([r["_store_id"] for r in kept])
+        records = [whole[r["_store_id"]] for r in kept]
         check_records(records, model=llama.model, cap=KNOWLEDGE_OUTPUT_TOKENS)
         assert all(r["model_configured"] == WRONG_MODEL for r in records)
         if chain[0] == TOOL_CALL:  # /props said the template shows no tools: not even sent, the next strategy
