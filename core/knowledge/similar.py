@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from core.knowledge.offline_interviewer import facts_from_texts
+from core.knowledge.case_facts import facts_from_texts
 from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex
 
 CASE_TEXT_CHARS = 300  # how much of the user's own account joins the query

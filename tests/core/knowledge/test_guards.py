@@ -5,8 +5,8 @@ import json
 import logging
 
 from core.documents import extract_document
+from core.knowledge.case_facts import collect_facts
 from core.knowledge.guards import MIN_MESSAGE_CHARS, TurnContext, regenerate_instruction, tidy_entry
-from core.knowledge.offline_interviewer import collect_facts
 from core.knowledge.session import submit_turn
 from core.llm.offline import OfflineClient
 from core.llm.scripted import ScriptedClient

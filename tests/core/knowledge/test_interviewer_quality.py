@@ -6,7 +6,8 @@ import re
 import pytest
 
 from core.documents import extract_document
-from core.knowledge.offline_interviewer import auto_title, collect_facts, review_summary, split_labelled
+from core.knowledge.case_facts import Facts, _contract_type, collect_facts, split_labelled
+from core.knowledge.offline_interviewer import auto_title, review_summary
 from core.knowledge.session import submit_turn
 from core.llm.offline import OfflineClient
 from core.text.markup import safe_markdown
@@ -131,13 +132,11 @@ def test_an_attachment_that_gives_orders_is_not_quoted_into_the_entry():
     ("業務委託契約に付けたNDAの件です", "業務委託契約"),
 ])
 def test_the_contract_type_named_first_wins_and_aliases_stay_inside_known_names(text, expected):
-    from core.knowledge.offline_interviewer import _contract_type
 
     assert _contract_type(text) == expected
 
 
 def test_an_attachment_clause_is_found_by_the_topic_words():
-    from core.knowledge.offline_interviewer import Facts
 
     facts = facts_of("管轄が問題になりました。")
     assert facts.topic == "準拠法・管轄"
