@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
@@ -18,9 +13,9 @@ from api import main as api_main
 from api.main import FALLBACK_MESSAGE, app, get_client, get_retriever, get_settings, get_store
 from core.llm.offline import OfflineClient
 from core.llm.settings import Settings
-from core.paths import ROOT
 from core.store.store import Store
 from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever
+from tests.helpers.processes import uvicorn_api
 
 SEED_RESPONSE_FIELDS = {"session_id", "current_step", "prompt", "urgency", "rag_sources", "manual_coverage",
                         "diagnostic_turn", "rewound_to_turn"}
@@ -238,38 +233,12 @@ def test_model_calls_go_to_the_shared_debug_log_when_debug_is_on(api, db_url):
     assert store.count_debug_records() == before
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_real_server_answers_over_http(db_url):
-    port = _free_port()
-    env = {**os.environ, "KAIWA_DB_URL": db_url, "KAIWA_PROVIDER": "offline"}
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.main:app", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        health = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                health = httpx.get(f"{base}/healthz", timeout=2)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        assert health is not None, f"server did not come up: {proc.poll()=}"
+    with uvicorn_api(db_url, start_timeout=60) as (base, health):
+        assert health is not None, "server did not come up"
         assert health.json()["status"] == "ok" and health.json()["db"] == "sqlite"
         r = httpx.post(f"{base}/api/chat", json={}, timeout=30)
         assert r.status_code == 200 and r.json()["current_step"] == "vehicle_id"
         sid = r.json()["session_id"]
         assert Store(db_url).get_conversation(sid)["owner"] == "anonymous:api"
         assert json.loads(httpx.get(f"{base}/api/sessions/{sid}", timeout=30).text)["turns"] == 1
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)

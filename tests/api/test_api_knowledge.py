@@ -4,10 +4,6 @@ where an entry confirmed by another process is found on the server's next reques
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
@@ -19,9 +15,9 @@ from bench.knowledge_recall import REVIEWER, load_library
 from core.knowledge.ask import FAILED, NO_KNOWLEDGE
 from core.llm.offline import OfflineClient
 from core.llm.scripted import ScriptedClient
-from core.paths import ROOT
 from core.store.db import create_scratch_database, drop_database
 from core.store.store import Store
+from tests.helpers.processes import uvicorn_api
 
 ONE_SIDED = "相手だけがいつでも契約を打ち切れる条項には、普段どう返している？"
 SOURCE_KEYS = {"entry_id", "title", "contract_type", "score"}
@@ -126,12 +122,6 @@ def test_a_failed_model_call_is_the_japanese_fallback(api):
 
 
 # ---- a real uvicorn ------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def server_db(request, tmp_path):
     if request.param == "sqlite":
@@ -149,46 +139,28 @@ def server_db(request, tmp_path):
 def test_the_real_server_searches_and_answers_and_sees_other_processes(server_db):
     store = Store(server_db)
     ids = load_library(store)
-    port = _free_port()
-    env = {**os.environ, "KAIWA_DB_URL": server_db, "KAIWA_PROVIDER": "offline"}
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.main:app", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        up = False
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                up = httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        assert up, f"server did not come up: {proc.poll()=}"
-        r = httpx.post(f"{base}/api/knowledge/ask", json={"question": ONE_SIDED}, timeout=120)
-        assert r.status_code == 200 and r.json()["sources"][0]["entry_id"] == ids["outsourcing-termination-convenience"]
-        r = httpx.post(f"{base}/api/knowledge/ask", json={}, timeout=30)
-        assert r.status_code == 422 and "question（質問）（必須です）" in r.json()["detail"]
-        assert httpx.get(f"{base}/api/knowledge", params={"q": "派遣社員の交代"}, timeout=60).json()["entries"][0][
-            "entry_id"] == ids["dispatch"]
-        # another process (this test) confirms a new entry: the server finds it on its next request
-        conversation = store.create_conversation("knowledge", REVIEWER)
-        [new] = store.record_knowledge(conversation, [{
-            "contract_type": "請負契約", "knowledge_title": "請負契約：前払金の保全", "target_clause": "第4条(前払金)",
-            "review_points": "・前払金の返還と保全措置（保証状）が定められているか確認する",
-            "action_plan": "・前払金には銀行保証状の差入れを求める", "clause_sample": ""}], REVIEWER)
-        drafted = httpx.get(f"{base}/api/knowledge", params={"q": "前払金の保全"}, timeout=30).json()["entries"]
-        assert new not in [e["entry_id"] for e in drafted]  # a draft is not searchable
-        store.set_entry_status(new, "confirm", REVIEWER)
-        found = httpx.get(f"{base}/api/knowledge", params={"q": "前払金の保全"}, timeout=60).json()["entries"]
-        assert found and found[0]["entry_id"] == new
-        store.set_entry_status(new, "archive", REVIEWER)
-        gone = httpx.get(f"{base}/api/knowledge", params={"q": "前払金の保全"}, timeout=60).json()["entries"]
-        assert new not in [e["entry_id"] for e in gone]
+        with uvicorn_api(server_db, start_timeout=90) as (base, health):
+            assert health is not None and health.status_code == 200, "server did not come up"
+            r = httpx.post(f"{base}/api/knowledge/ask", json={"question": ONE_SIDED}, timeout=120)
+            assert r.status_code == 200 and r.json()["sources"][0]["entry_id"] == ids["outsourcing-termination-convenience"]
+            r = httpx.post(f"{base}/api/knowledge/ask", json={}, timeout=30)
+            assert r.status_code == 422 and "question（質問）（必須です）" in r.json()["detail"]
+            assert httpx.get(f"{base}/api/knowledge", params={"q": "派遣社員の交代"}, timeout=60).json()["entries"][0][
+                "entry_id"] == ids["dispatch"]
+            # another process (this test) confirms a new entry: the server finds it on its next request
+            conversation = store.create_conversation("knowledge", REVIEWER)
+            [new] = store.record_knowledge(conversation, [{
+                "contract_type": "請負契約", "knowledge_title": "請負契約：前払金の保全", "target_clause": "第4条(前払金)",
+                "review_points": "・前払金の返還と保全措置（保証状）が定められているか確認する",
+                "action_plan": "・前払金には銀行保証状の差入れを求める", "clause_sample": ""}], REVIEWER)
+            drafted = httpx.get(f"{base}/api/knowledge", params={"q": "前払金の保全"}, timeout=30).json()["entries"]
+            assert new not in [e["entry_id"] for e in drafted]  # a draft is not searchable
+            store.set_entry_status(new, "confirm", REVIEWER)
+            found = httpx.get(f"{base}/api/knowledge", params={"q": "前払金の保全"}, timeout=60).json()["entries"]
+            assert found and found[0]["entry_id"] == new
+            store.set_entry_status(new, "archive", REVIEWER)
+            gone = httpx.get(f"{base}/api/knowledge", params={"q": "前払金の保全"}, timeout=60).json()["entries"]
+            assert new not in [e["entry_id"] for e in gone]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
         store.engine.dispose()

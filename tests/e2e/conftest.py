@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +16,8 @@ from pathlib import Path
 from typing import Mapping
 
 import pytest
+
+from tests.helpers.processes import free_port, stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 90  # seconds for the server to answer /_stcore/health
@@ -37,12 +37,6 @@ class Server:
     health: str = "/_stcore/health"  # the path that answers 200 once it is ready
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _healthy(url: str, path: str = "/_stcore/health") -> bool:
     try:
         with urllib.request.urlopen(f"{url}{path}", timeout=2) as response:
@@ -56,21 +50,6 @@ def _tail(path: Path, limit: int = 4000) -> str:
         return path.read_text(encoding="utf-8", errors="replace")[-limit:]
     except OSError:
         return ""
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Terminate the server's whole process group (Streamlit may start helpers), then make sure."""
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait(timeout=15)
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +75,7 @@ def spawn(command: list[str], work: Path, name: str, env_overrides: Mapping[str,
     env["KAIWA_CHROMA_PATH"] = os.environ.get("KAIWA_CHROMA_PATH") or str(work / "chroma")
     env["PYTHONUNBUFFERED"] = "1"
     env.update(overrides)
-    port = _free_port()
+    port = free_port()
     log = work / f"{name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen([part.format(port=port) for part in command], cwd=ROOT, env=env, stdout=out,
@@ -130,7 +109,7 @@ def run_server(work: Path, env_overrides: Mapping[str, str] | None = None):
         wait_healthy(process, server)
         yield server
     finally:
-        _stop(process)
+        stop_group(process)
 
 
 @pytest.fixture(scope="session")

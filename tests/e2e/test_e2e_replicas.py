@@ -26,8 +26,9 @@ from core.store.prompt_versions import list_prompt_versions
 from core.store.store import Store
 from core.vehicles import default_catalog
 from tests.core.rag.rag_helpers import make_pdf
-from tests.e2e.conftest import API, STREAMLIT, Server, _stop, spawn, wait_healthy
+from tests.e2e.conftest import API, STREAMLIT, Server, spawn, wait_healthy
 from tests.e2e.helpers import FIRST_ANSWER, RERUN, go_to, idle, messages, open_app, send, wait_for_session
+from tests.helpers.processes import stop_group
 
 MIRAI = "kaiwa-mirai-hv-2022"
 PASSWORD = "replica-admin-pw"
@@ -77,7 +78,7 @@ def replicas(tmp_path_factory, chromium_path, chroma_server):
         store.engine.dispose()
     finally:
         for process, _ in started:
-            _stop(process)
+            stop_group(process)
         drop_database(PG_URL, db_url)
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,15 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.processes import free_port, stop_group
+
 START_TIMEOUT = 90.0  # seconds: `import chromadb` alone takes ~2.5 s on a busy 2-core machine
 LAUNCH = "import sys; from chromadb.cli.cli import app; sys.argv[0] = 'chroma'; app()"
 _databases = itertools.count(1)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _tail(path: Path, limit: int = 3000) -> str:
@@ -90,18 +84,6 @@ def chroma_settings_for(server: ChromaServer, settings):
     return settings
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=15)
-
-
 @contextlib.contextmanager
 def run_chroma(work: Path):
     """``chroma run`` with its data in ``work``; yields a ready :class:`ChromaServer`, stops its process
@@ -125,7 +107,7 @@ def run_chroma(work: Path):
             time.sleep(0.1)
         yield server
     finally:
-        _stop(process)
+        stop_group(process)
 
 
 def unavailable(reason: str):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import httpx
 
 from core.engine import text_call
 from core.llm.llamacpp import SMOLLM, free_port
+from tests.helpers.processes import stop_group
 from core.llm.registry import ProviderRegistry, model_notice
 from core.llm.settings import load_settings
 from core.paths import ROOT
@@ -64,9 +64,5 @@ def test_the_readme_llama_cpp_command_and_settings(tmp_path):
         assert reply and log_records[0]["model"] == SMOLLM and log_records[0]["call"]["max_tokens"] == 32
         assert log_records[0]["usage"]["completion_tokens"] <= 32
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_group(process, timeout=10)
         log.close()
