@@ -34,7 +34,6 @@ import multiprocessing
 import os
 import pickle
 import random
-import statistics
 import sys
 import time
 from datetime import datetime, timedelta, timezone
@@ -44,6 +43,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 import core.store.base as store_base
+from bench.rerun import median_rerun_ms
 from core.identity import ADMIN, OPERATOR, Identity
 from core.paths import ROOT
 from core.rag.manual_retriever import reset_manual_retriever
@@ -322,15 +322,7 @@ def measure(url: str, reruns: int) -> dict[str, dict[str, float]]:
                 first = (time.perf_counter() - started) * 1000
             if at.exception:
                 raise RuntimeError(f"{page}: {at.exception}")
-            at.run()
-            times = []
-            for _ in range(reruns):
-                started = time.perf_counter()
-                at.run()
-                times.append((time.perf_counter() - started) * 1000)
-            if at.exception:
-                raise RuntimeError(f"{page}: {at.exception}")
-            out[page] = {"first": round(first, 1), "rerun": round(statistics.median(times), 1),
+            out[page] = {"first": round(first, 1), "rerun": round(median_rerun_ms(at, reruns), 1),
                          "session_kb": _session_kb(at)}
     finally:
         for k, v in saved.items():

@@ -29,7 +29,8 @@ OTHER_PAGES = ("library", "ask_knowledge", "bookings", "debug_log", "manual_admi
 TURNS = 20
 
 
-def _median_rerun_ms(at, reruns: int) -> float:
+def median_rerun_ms(at, reruns: int) -> float:
+    """One warm-up run, then the median of ``reruns`` timed reruns of ``at`` in ms; raises if the page did."""
     at.run()
     times = []
     for _ in range(reruns):
@@ -81,12 +82,12 @@ def run(quick: bool = False) -> dict:
                 at.chat_input(key=key).set_value(text).run()
                 if at.exception:
                     raise RuntimeError(f"{page}: {at.exception}")
-            two = _median_rerun_ms(at, reruns)
+            two = median_rerun_ms(at, reruns)
             at.session_state[history_key] = _grow(list(at.session_state[history_key]), TURNS)
-            p50[page] = round(_median_rerun_ms(at, reruns), 1)
+            p50[page] = round(median_rerun_ms(at, reruns), 1)
             growth[page] = round(p50[page] / two, 2)
         for page in OTHER_PAGES:
-            p50[page] = round(_median_rerun_ms(_open(page), reruns), 1)
+            p50[page] = round(median_rerun_ms(_open(page), reruns), 1)
     finally:
         for k, v in saved.items():
             if v is None:
