@@ -3,8 +3,6 @@ has a Japanese ``detail``, a turn that cannot wait for a running one is a 409 th
 belong to their proxy-authenticated owner, a restart is a new session, and /healthz checks a write."""
 from __future__ import annotations
 
-import os
-
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
@@ -15,8 +13,8 @@ from core.llm.offline import OfflineClient
 from core.store.db import create_scratch_database
 from core.store.store import Store
 from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever
+from tests.helpers.pg import shared_pg_url
 
-PG_URL = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
 FORM = {"name": "山田 太郎", "phone": "090-1234-5678", "address": "東京都テスト区1-2-3"}
 
 
@@ -30,11 +28,7 @@ def db_url(request, tmp_path, monkeypatch) -> str:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'api.db'}"
     else:
-        if not PG_URL:
-            if os.environ.get("CI"):
-                pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)")
-            pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL")
-        url = create_scratch_database(PG_URL)
+        url = create_scratch_database(shared_pg_url())
     monkeypatch.setenv("KAIWA_DB_URL", url)
     return url
 

@@ -3,8 +3,6 @@ TestClient, their Japanese 4xx for bad input, and the same under a real uvicorn 
 where an entry confirmed by another process is found on the server's next request."""
 from __future__ import annotations
 
-import os
-
 import httpx
 import pytest
 from fastapi.testclient import TestClient
@@ -17,11 +15,11 @@ from core.llm.offline import OfflineClient
 from core.llm.scripted import ScriptedClient
 from core.store.db import create_scratch_database, drop_database
 from core.store.store import Store
+from tests.helpers.pg import shared_pg_url
 from tests.helpers.processes import uvicorn_api
 
 ONE_SIDED = "相手だけがいつでも契約を打ち切れる条項には、普段どう返している？"
 SOURCE_KEYS = {"entry_id", "title", "contract_type", "score"}
-PG_URL = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
 
 
 @pytest.fixture(scope="module")
@@ -127,13 +125,10 @@ def server_db(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'server.db'}"
         return
-    if not PG_URL:
-        if os.environ.get("CI"):
-            pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)")
-        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL")
-    url = create_scratch_database(PG_URL, "kaiwa_api_knowledge")
+    pg_url = shared_pg_url()
+    url = create_scratch_database(pg_url, "kaiwa_api_knowledge")
     yield url
-    drop_database(PG_URL, url)
+    drop_database(pg_url, url)
 
 
 def test_the_real_server_searches_and_answers_and_sees_other_processes(server_db):

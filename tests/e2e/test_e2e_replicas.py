@@ -11,7 +11,6 @@ PostgreSQL or Chroma server fails the test."""
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -28,12 +27,12 @@ from core.vehicles import default_catalog
 from tests.core.rag.rag_helpers import make_pdf
 from tests.e2e.conftest import API, STREAMLIT, Server, spawn, wait_healthy
 from tests.e2e.helpers import FIRST_ANSWER, RERUN, go_to, idle, messages, open_app, send, wait_for_session
+from tests.helpers.pg import shared_pg_url
 from tests.helpers.processes import stop_group
 
 MIRAI = "kaiwa-mirai-hv-2022"
 PASSWORD = "replica-admin-pw"
 PROMPT_REFRESH = 1.0  # KAIWA_PROMPT_REFRESH of every process: a saved version is used within this
-PG_URL = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
 ROOFBOX_PDF = make_pdf([["ルーフボックス装着時の注意",
                          "ルーフボックスを装着して高速道路を走行すると、ヒューという風切り音が発生することがあります。",
                          "固定ベルトの緩みを点検し、取付金具を締め直してください。"]])
@@ -55,12 +54,8 @@ class Replicas:
 
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory, chromium_path, chroma_server):
-    if not PG_URL:
-        message = "KAIWA_TEST_PG_URL is not set: the replica test needs PostgreSQL (.ci/pg-start)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    db_url = create_scratch_database(PG_URL, "kaiwa_replicas")
+    pg_url = shared_pg_url()
+    db_url = create_scratch_database(pg_url, "kaiwa_replicas")
     shared = {"KAIWA_DB_URL": db_url, **chroma_server.environ(chroma_server.new_database("replicas")),
               "KAIWA_ADMIN_PASSWORD": PASSWORD, "KAIWA_PROMPT_REFRESH": str(PROMPT_REFRESH)}
     work = tmp_path_factory.mktemp("replicas")
@@ -79,7 +74,7 @@ def replicas(tmp_path_factory, chromium_path, chroma_server):
     finally:
         for process, _ in started:
             stop_group(process)
-        drop_database(PG_URL, db_url)
+        drop_database(pg_url, db_url)
 
 
 def api_chat(replicas: Replicas, **body) -> dict:

@@ -22,6 +22,17 @@ def _bindir() -> str | None:
     return found[-1] if found and os.path.exists(f"{found[-1]}/pg_ctl") else None
 
 
+def shared_pg_url() -> str:
+    """The shared test cluster's URL (``KAIWA_TEST_PG_URL``, which ``.ci/run`` sets): a test that needs it
+    is skipped locally when it is not set, and fails under ``CI``."""
+    url = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)", pytrace=False)
+        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see README, 'PostgreSQL')")
+    return url
+
+
 def require_postgres() -> str:
     bindir = _bindir()
     if bindir is None or not os.environ.get("KAIWA_TEST_PG_URL", "").strip():

@@ -15,8 +15,8 @@ from core.knowledge.retrieval import KnowledgeIndex, knowledge_index
 from core.paths import ROOT
 from core.store.db import create_scratch_database, drop_database
 from core.store.store import Store
+from tests.helpers.pg import shared_pg_url
 
-PG_URL = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
 CAP = "相手が損害賠償の上限を設けない案を出してきた"
 
 
@@ -25,16 +25,12 @@ def store(request, tmp_path):
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'kaiwa.db'}"
     else:
-        if not PG_URL:
-            if os.environ.get("CI"):
-                pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)")
-            pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL")
-        url = create_scratch_database(PG_URL, "kaiwa_knowledge")
+        url = create_scratch_database(shared_pg_url(), "kaiwa_knowledge")
     s = Store(url)
     yield s
     s.engine.dispose()
     if request.param == "postgresql":
-        drop_database(PG_URL, url)
+        drop_database(shared_pg_url(), url)
 
 
 def draft(store, **fields):
@@ -90,6 +86,8 @@ ANOTHER_REPLICA = """
 import sys
 from core.identity import ADMIN, OPERATOR, Identity
 from core.store.store import Store
+from tests.helpers.pg import shared_pg_url
+from tests.helpers.pg import shared_pg_url
 store = Store(sys.argv[1])
 who = Identity(name="other-replica", source="proxy", roles=frozenset({OPERATOR, ADMIN}))
 entry_id = int(sys.argv[3])

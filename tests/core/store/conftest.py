@@ -3,23 +3,16 @@ fresh database per test in the PostgreSQL cluster named by ``KAIWA_TEST_PG_URL``
 throwaway one with ``.ci/pg-start``). In CI a missing PostgreSQL is a failure, not a skip."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from core.identity import ADMIN, OPERATOR, Identity
 from core.store.db import create_scratch_database
 from core.store.store import Store
-
-PG_URL = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
+from tests.helpers.pg import shared_pg_url
 
 
 def _pg_database_url() -> str:
-    if not PG_URL:
-        if os.environ.get("CI"):
-            pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)")
-        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see README, 'PostgreSQL')")
-    return create_scratch_database(PG_URL)
+    return create_scratch_database(shared_pg_url())
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
