@@ -38,6 +38,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from unittest import mock
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -302,35 +303,29 @@ def measure(url: str, reruns: int) -> dict[str, dict[str, float]]:
     """``{page: {"first": ms, "rerun": ms, "session_kb": kb}}`` for the store at ``url``."""
     import streamlit as st  # lazy: Streamlit only when measuring
 
-    saved = {k: os.environ.get(k) for k in ("KAIWA_DB_URL", "OPENAI_API_KEY", "KAIWA_PROVIDER")}
-    os.environ["KAIWA_DB_URL"] = url
-    os.environ.pop("OPENAI_API_KEY", None)
-    os.environ.pop("KAIWA_PROVIDER", None)
-    reset_manual_retriever()
     out: dict[str, dict[str, float]] = {}
-    try:
-        for page in PAGES:
-            at = _open(page)
-            st.cache_data.clear()
-            started = time.perf_counter()
-            at.run()
-            first = (time.perf_counter() - started) * 1000
-            if page == "library_search":
-                at.text_input(key="lib_query").set_value("賠償")
+    with mock.patch.dict(os.environ, {"KAIWA_DB_URL": url}):  # the whole environment is restored after
+        os.environ.pop("OPENAI_API_KEY", None)
+        os.environ.pop("KAIWA_PROVIDER", None)
+        reset_manual_retriever()
+        try:
+            for page in PAGES:
+                at = _open(page)
+                st.cache_data.clear()
                 started = time.perf_counter()
                 at.run()
                 first = (time.perf_counter() - started) * 1000
-            if at.exception:
-                raise RuntimeError(f"{page}: {at.exception}")
-            out[page] = {"first": round(first, 1), "rerun": round(median_rerun_ms(at, reruns), 1),
-                         "session_kb": _session_kb(at)}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        reset_manual_retriever()
+                if page == "library_search":
+                    at.text_input(key="lib_query").set_value("賠償")
+                    started = time.perf_counter()
+                    at.run()
+                    first = (time.perf_counter() - started) * 1000
+                if at.exception:
+                    raise RuntimeError(f"{page}: {at.exception}")
+                out[page] = {"first": round(first, 1), "rerun": round(median_rerun_ms(at, reruns), 1),
+                             "session_kb": _session_kb(at)}
+        finally:
+            reset_manual_retriever()
     return out
 
 

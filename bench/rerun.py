@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 from core.paths import ROOT
 
@@ -64,38 +65,31 @@ def _grow(history: list, turns: int) -> list:
 
 def run(quick: bool = False) -> dict:
     reruns = 5 if quick else 15
-    saved = {k: os.environ.get(k) for k in ("KAIWA_DB_URL", "KAIWA_CHROMA_PATH", "OPENAI_API_KEY", "KAIWA_PROVIDER")}
-    tmp = tempfile.TemporaryDirectory(prefix="kaiwa_bench_rerun_")
-    os.environ["KAIWA_DB_URL"] = f"sqlite:///{Path(tmp.name) / 'bench.db'}"
-    os.environ["KAIWA_CHROMA_PATH"] = str(Path(tmp.name) / "chroma")
-    os.environ.pop("OPENAI_API_KEY", None)
-    os.environ.pop("KAIWA_PROVIDER", None)
     from core.rag.manual_retriever import reset_manual_retriever
 
-    reset_manual_retriever()
     p50: dict[str, float] = {}
     growth: dict[str, float] = {}
-    try:
-        for page, (key, history_key, messages) in CHAT_PAGES.items():
-            at = _open(page)
-            for text in messages:
-                at.chat_input(key=key).set_value(text).run()
-                if at.exception:
-                    raise RuntimeError(f"{page}: {at.exception}")
-            two = median_rerun_ms(at, reruns)
-            at.session_state[history_key] = _grow(list(at.session_state[history_key]), TURNS)
-            p50[page] = round(median_rerun_ms(at, reruns), 1)
-            growth[page] = round(p50[page] / two, 2)
-        for page in OTHER_PAGES:
-            p50[page] = round(median_rerun_ms(_open(page), reruns), 1)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with tempfile.TemporaryDirectory(prefix="kaiwa_bench_rerun_") as tmp, \
+            mock.patch.dict(os.environ, {"KAIWA_DB_URL": f"sqlite:///{Path(tmp) / 'bench.db'}",
+                                         "KAIWA_CHROMA_PATH": str(Path(tmp) / "chroma")}):  # restored after
+        os.environ.pop("OPENAI_API_KEY", None)
+        os.environ.pop("KAIWA_PROVIDER", None)
         reset_manual_retriever()
-        tmp.cleanup()
+        try:
+            for page, (key, history_key, messages) in CHAT_PAGES.items():
+                at = _open(page)
+                for text in messages:
+                    at.chat_input(key=key).set_value(text).run()
+                    if at.exception:
+                        raise RuntimeError(f"{page}: {at.exception}")
+                two = median_rerun_ms(at, reruns)
+                at.session_state[history_key] = _grow(list(at.session_state[history_key]), TURNS)
+                p50[page] = round(median_rerun_ms(at, reruns), 1)
+                growth[page] = round(p50[page] / two, 2)
+            for page in OTHER_PAGES:
+                p50[page] = round(median_rerun_ms(_open(page), reruns), 1)
+        finally:
+            reset_manual_retriever()
     return {"rerun_ms_p50": p50, "rerun_growth_20_vs_2": growth}
 
 

@@ -23,14 +23,13 @@ import os
 import statistics
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from core.paths import ROOT
 
 APP = str(ROOT / "app.py")
 QUESTIONS = ("秘密保持契約の有効期間で揉めました。", "業務委託契約の損害賠償の上限がありませんでした。",
              "再委託の禁止条項について相談です。", "検収の期限が書かれていませんでした。", "解除条項が一方的でした。")
-ENV_KEYS = ("KAIWA_DB_URL", "OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY", "KAIWA_PROVIDER",
-            "KAIWA_MAX_OUTPUT_TOKENS", "KAIWA_MAX_REPAIRS", "KAIWA_STRATEGIES", "KAIWA_TIMEOUT", "KAIWA_TURN_DEADLINE")
 
 
 def run(quick: bool = False) -> dict:
@@ -39,10 +38,11 @@ def run(quick: bool = False) -> dict:
     from core.llm.llamacpp import LlamaServer, ServerConfig
 
     turns = 2 if quick else len(QUESTIONS)
-    saved = {k: os.environ.get(k) for k in ENV_KEYS}
     tmp = tempfile.TemporaryDirectory(prefix="kaiwa_bench_stream_")
     server = LlamaServer(ServerConfig(n_ctx=2048, threads=int(os.environ.get("KAIWA_BENCH_LLAMA_THREADS") or 1)))
+    environment = mock.patch.dict(os.environ)  # the whole environment is restored after
     try:
+        environment.start()
         server.start()
         os.environ.update({"KAIWA_DB_URL": f"sqlite:///{Path(tmp.name) / 'bench.db'}", "OPENAI_BASE_URL": server.base_url,
                            "OPENAI_MODEL": server.model, "KAIWA_PROVIDER": "openai", "KAIWA_MAX_OUTPUT_TOKENS": "64",
@@ -58,11 +58,7 @@ def run(quick: bool = False) -> dict:
         stats = [s for s in at.session_state["stream_stats"] if "token_to_page_ms" in s and s.get("server_ttft_ms")]
     finally:
         server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        environment.stop()
         tmp.cleanup()
     if not stats:
         raise RuntimeError("no streamed call reached the page")
