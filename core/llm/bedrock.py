@@ -30,7 +30,8 @@ stop reason ``guardrail_intervened`` / ``content_filtered`` → ``content_filter
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from core.llm.base import OVERFLOW_MARKERS, LLMRequest, ProviderError
 from core.llm.sdk_client import FILTERED, SDKChatClient, forced_tool, json_schema_format, require, split_system, typed

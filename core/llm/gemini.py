@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from core.llm.base import OVERFLOW_MARKERS, LLMRequest, ProviderError
-from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
 from core.llm.sdk_client import FILTERED, SDKChatClient, forced_tool, json_schema_format, require, split_system, typed
+from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_EMBEDDING_MODEL = "gemini-embedding-001"

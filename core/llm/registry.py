@@ -6,9 +6,10 @@ configured model is served (``model_notice``: a Japanese notice when it is not) 
 server says, which then bounds every prompt unless ``KAIWA_CONTEXT_TOKENS`` is set.
 
 Amazon Bedrock, Google Gemini and IBM watsonx.ai (``core.llm.bedrock`` / ``gemini`` / ``watsonx``) are listed
-when configured (:meth:`Settings.configured`); their SDKs are optional extras imported only when one is
-built. Selecting one whose SDK is missing raises the typed ``missing_sdk`` error (a Japanese message naming
-the extra); at start the registry then stays on the offline provider and keeps the message in ``notice``.
+when configured (:meth:`Settings.configured`); their SDKs are optional extras, imported only when one is
+built (the modules themselves import none). Selecting one whose SDK is missing raises the typed
+``missing_sdk`` error (a Japanese message naming the extra); at start the registry then stays on the
+offline provider and keeps the message in ``notice``.
 Every key of the configuration (and the AWS secret key and session token in the environment) is added to
 ``KNOWN_SECRETS``, so no log, debug record or shown output carries it."""
 from __future__ import annotations
@@ -19,9 +20,12 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from core.llm.base import ProviderError
+from core.llm.bedrock import BedrockClient
+from core.llm.gemini import GeminiClient
 from core.llm.offline import OfflineClient
 from core.llm.openai_compat import OpenAICompatibleClient
 from core.llm.settings import MODEL_FIELDS, PROVIDERS, Settings
+from core.llm.watsonx import WatsonxClient
 from core.text.pii import KNOWN_SECRETS, redact_url
 
 logger = logging.getLogger("kaiwa.llm")
@@ -38,23 +42,17 @@ def _common(s: Settings) -> dict[str, Any]:
 
 
 def build_bedrock(s: Settings) -> Any:
-    from core.llm.bedrock import BedrockClient
-
     return BedrockClient(model=s.bedrock_model or "", region=s.aws_region, profile=s.aws_profile,
                          embedding_model=s.bedrock_embedding_model, **_common(s))
 
 
 def build_gemini(s: Settings) -> Any:
-    from core.llm.gemini import GeminiClient
-
     return GeminiClient(model=s.gemini_model, api_key=s.gemini_api_key, vertexai=s.gemini_vertexai,
                         project=s.gemini_project, location=s.gemini_location,
                         embedding_model=s.gemini_embedding_model, **_common(s))
 
 
 def build_watsonx(s: Settings) -> Any:
-    from core.llm.watsonx import WatsonxClient
-
     return WatsonxClient(model=s.watsonx_model, url=s.watsonx_url, api_key=s.watsonx_api_key, token=s.watsonx_token,
                          project_id=s.watsonx_project_id, space_id=s.watsonx_space_id,
                          embedding_model=s.watsonx_embedding_model, **_common(s))

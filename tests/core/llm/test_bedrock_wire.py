@@ -203,8 +203,8 @@ def test_a_guardrail_stop_is_content_filter():
     ("ResourceNotFoundException", "Model not found.", 404, "not_found"),
     ("ValidationException", "The provided model identifier is invalid.", 400, "not_found"),
     ("ValidationException", "Input is too long for requested model.", 400, "context_overflow"),
-    ("ValidationException", "The model returned the following errors: prompt is too long: 210000 tokens > "
-                            "200000 maximum", 400, "context_overflow"),
+    ("ValidationException", ("The model returned the following errors: prompt is too long: 210000 tokens > "
+                            "200000 maximum"), 400, "context_overflow"),
     ("ModelTimeoutException", "Model has timed out in processing the request.", 408, "timeout"),
     ("ServiceUnavailableException", "Service unavailable. Try your request again.", 503, "server_error"),
     ("ModelNotReadyException", "Model is not ready to serve inference requests.", 429, "server_error"),

@@ -134,10 +134,10 @@ def test_an_answer_stopped_for_safety_is_content_filter():
     (429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).", None, "rate_limit"),
     (403, "PERMISSION_DENIED", "Permission denied: Consumer does not have access to the model.", None, "forbidden"),
     (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", "API_KEY_INVALID", "auth"),
-    (404, "NOT_FOUND", "models/gemini-9 is not found for API version v1beta, or is not supported for "
-                       "generateContent.", None, "not_found"),
-    (400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed "
-                              "(1048576).", None, "context_overflow"),
+    (404, "NOT_FOUND", ("models/gemini-9 is not found for API version v1beta, or is not supported for "
+                       "generateContent."), None, "not_found"),
+    (400, "INVALID_ARGUMENT", ("The input token count (1200000) exceeds the maximum number of tokens allowed "
+                              "(1048576)."), None, "context_overflow"),
     (500, "INTERNAL", "An internal error has occurred.", None, "server_error"),
     (503, "UNAVAILABLE", "The model is overloaded. Please try again later.", None, "server_error"),
     (504, "DEADLINE_EXCEEDED", "Deadline expired before operation could complete.", None, "timeout"),

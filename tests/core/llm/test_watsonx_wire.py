@@ -14,7 +14,7 @@ import pytest
 from core.llm.base import ProviderError
 from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
 from core.llm.watsonx import WatsonxClient
-from tests.core.llm.provider_cases import GOOD, GOOD_TEXT, chunks, run, run_streamed
+from tests.core.llm.provider_cases import GOOD_TEXT, chunks, run, run_streamed
 
 API_KEY = "wx-apikey-0123456789abcdefghijklmnop"
 MODEL = "ibm/granite-3-3-8b-instruct"
@@ -155,8 +155,8 @@ def test_a_content_filter_finish_is_typed():
     (401, "authentication_token_expired", "Failed to authenticate the request due to an expired token", "auth"),
     (403, "authorization_rejected", "The user is not authorized to use the project", "forbidden"),
     (404, "model_not_supported", "Model 'ibm/nope' is not supported", "not_found"),
-    (400, "invalid_input_argument", "the number of input tokens 9000 cannot exceed the total tokens limit 8192 "
-                                    "for this model", "context_overflow"),
+    (400, "invalid_input_argument", ("the number of input tokens 9000 cannot exceed the total tokens limit 8192 "
+                                    "for this model"), "context_overflow"),
     (400, "content_moderation_blocked", "Potentially harmful text detected by moderation (HAP)", "content_filter"),
     (500, "internal_server_error", "Internal server error", "server_error"),
     (503, "service_unavailable", "Service is temporarily unavailable", "server_error"),
