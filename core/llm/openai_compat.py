@@ -232,6 +232,9 @@ class OpenAICompatibleClient:
                                          "at": time.time()}
                 raise
             self._check_limit(request, response)
+            if response.finish_reason == "content_filter" and not (response.content or response.tool_arguments):
+                raise ProviderError("content_filter", "安全フィルターにより応答がブロックされました "
+                                    "(finish_reason=content_filter)", 200, model=self.model)
             return response
         raise ProviderError("bad_request", "リクエストのパラメーターが受け付けられませんでした", model=self.model)
 
