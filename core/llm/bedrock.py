@@ -10,7 +10,8 @@
 3. ``prompt_extract``: the schema in the prompt, the reply's text parsed.
 
 **Streaming**: ``ConverseStream`` (text deltas and a tool call's ``toolUse.input`` deltas), unless
-``KAIWA_STREAM=0`` (then ``Converse``). **Credentials and region** come from the standard AWS chain
+``KAIWA_STREAM=0`` (then ``Converse``); a model that refuses a method only while streaming ("doesn't support
+tool use in streaming mode") gets ``Converse`` from then on. **Credentials and region** come from the standard AWS chain
 (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and
 ``~/.aws/config`` / ``credentials``, SSO, instance and container roles; ``AWS_REGION`` /
 ``AWS_DEFAULT_REGION``): nothing here reads a key. botocore's own retries are off: the engine retries.
@@ -30,11 +31,14 @@ stop reason ``guardrail_intervened`` / ``content_filtered`` → ``content_filter
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
-from core.llm.base import OVERFLOW_MARKERS, LLMRequest, ProviderError
+from core.llm.base import OVERFLOW_MARKERS, LLMRequest, LLMResponse, ProviderError
 from core.llm.sdk_client import FILTERED, SDKChatClient, forced_tool, json_schema_format, require, split_system, typed
+
+logger = logging.getLogger("kaiwa.llm")
 
 DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 COHERE_BATCH = 96
@@ -81,6 +85,18 @@ class BedrockClient(SDKChatClient):
                 retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10,
                 read_timeout=max(self.timeout, self.first_token_timeout) + 5))
         return self._client
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """As the base; a model that refuses tools (or structured output) *while streaming* gets whole
+        responses from then on, and this request is sent again unstreamed."""
+        try:
+            return super().complete(request)
+        except ProviderError as err:
+            if not (self.stream and err.kind == "unsupported" and "stream" in str(err).lower()):
+                raise
+            self.stream = False
+            logger.warning("bedrock model %s refused this method while streaming: Converse from now on", self.model)
+            return super().complete(request)
 
     # ---- requests ---------------------------------------------------------------------------------
     def converse_kwargs(self, request: LLMRequest) -> dict[str, Any]:

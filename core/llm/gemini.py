@@ -8,6 +8,10 @@
    ``function_calling_config`` mode ``ANY`` and ``allowed_function_names``; the call's ``args`` are the answer;
 3. ``prompt_extract``: the schema in the prompt, in JSON mode (``response_mime_type="application/json"``).
 
+**Thinking**: Gemini 2.5 and later count thought tokens against ``max_output_tokens``, so the request's limit
+(fitted to the schema by the engine) gets ``thinking_tokens`` on top (``KAIWA_GEMINI_THINKING_TOKENS``,
+default 1024); 0 sends ``thinking_budget: 0`` (thinking off, on the models that allow it).
+
 **Streaming**: ``generate_content_stream`` (server-sent events; a function call arrives whole in one
 chunk), unless ``KAIWA_STREAM=0`` (then ``generate_content``). **Settings** are the SDK's own:
 ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` for the Gemini API; ``GOOGLE_GENAI_USE_VERTEXAI=true`` with
@@ -39,6 +43,7 @@ from core.llm.strategies import SCHEMA_INSTRUCTION_MARKER
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_EMBEDDING_MODEL = "gemini-embedding-001"
 EMBED_BATCH = 100
+DEFAULT_THINKING_TOKENS = 1024  # KAIWA_GEMINI_THINKING_TOKENS: room added to maxOutputTokens for thinking
 FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": FILTERED, "RECITATION": FILTERED, "BLOCKLIST": FILTERED,
           "PROHIBITED_CONTENT": FILTERED, "SPII": FILTERED, "IMAGE_SAFETY": FILTERED, "LANGUAGE": FILTERED,
           "MALFORMED_FUNCTION_CALL": "stop", "UNEXPECTED_TOOL_CALL": "stop"}
@@ -58,8 +63,9 @@ class GeminiClient(SDKChatClient):
 
     def __init__(self, *, model: str = DEFAULT_MODEL, api_key: str | None = None, vertexai: bool = False,
                  project: str | None = None, location: str | None = None, embedding_model: str | None = None,
-                 http_client: Any = None, **kwargs: Any):
+                 http_client: Any = None, thinking_tokens: int = DEFAULT_THINKING_TOKENS, **kwargs: Any):
         super().__init__(model=model, embedding_model=embedding_model or DEFAULT_EMBEDDING_MODEL, **kwargs)
+        self.thinking_tokens = max(0, int(thinking_tokens))
         self.vertexai = vertexai
         self.project, self.location = project, location
         self._api_key = api_key
@@ -92,8 +98,10 @@ class GeminiClient(SDKChatClient):
         config: dict[str, Any] = {"temperature": request.temperature}
         if system:
             config["system_instruction"] = system
-        if request.max_tokens:
-            config["max_output_tokens"] = int(request.max_tokens)
+        if request.max_tokens:  # thought tokens count against the limit: room for them on top of the answer's
+            config["max_output_tokens"] = int(request.max_tokens) + self.thinking_tokens
+        if self.thinking_tokens == 0:
+            config["thinking_config"] = {"thinking_budget": 0}  # thinking off (models that allow it)
         spec = json_schema_format(request)
         tool = forced_tool(request)
         if spec is not None:
@@ -109,8 +117,11 @@ class GeminiClient(SDKChatClient):
         return contents, config
 
     def _parts(self, request: LLMRequest, stream: bool, timeout: float) -> Iterator[tuple[str, Any]]:
-        contents, config = self.request_parts(request)
-        config["http_options"] = {"timeout": int(timeout * 1000)}
+        from google.genai import types
+
+        contents, fields = self.request_parts(request)
+        fields["http_options"] = {"timeout": int(timeout * 1000)}
+        config = types.GenerateContentConfig(**fields)  # typed: the SDK writes each field's wire name
         models = self.sdk.models
         if not stream:
             yield from _response_parts(models.generate_content(model=self.model, contents=contents, config=config))

@@ -49,7 +49,8 @@ def build_bedrock(s: Settings) -> Any:
 def build_gemini(s: Settings) -> Any:
     return GeminiClient(model=s.gemini_model, api_key=s.gemini_api_key, vertexai=s.gemini_vertexai,
                         project=s.gemini_project, location=s.gemini_location,
-                        embedding_model=s.gemini_embedding_model, **_common(s))
+                        embedding_model=s.gemini_embedding_model, thinking_tokens=s.gemini_thinking_tokens,
+                        **_common(s))
 
 
 def build_watsonx(s: Settings) -> Any:

@@ -30,6 +30,7 @@ is configured:
 | GEMINI_API_KEY / GOOGLE_API_KEY | Gemini | Gemini API key (listed when set) |
 | GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION | Gemini | Vertex AI (listed when true) |
 | KAIWA_GEMINI_MODEL, KAIWA_GEMINI_EMBEDDING_MODEL | Gemini | gemini-2.5-flash, gemini-embedding-001 |
+| KAIWA_GEMINI_THINKING_TOKENS | Gemini | room for thought tokens on top of each output limit (0: thinking off); 1024 |
 | WATSONX_APIKEY (or WATSONX_TOKEN), WATSONX_URL | watsonx | IBM Cloud API key and endpoint (listed with a project or space) |
 | WATSONX_PROJECT_ID / WATSONX_SPACE_ID | watsonx | where inference is billed |
 | KAIWA_WATSONX_MODEL, KAIWA_WATSONX_EMBEDDING_MODEL | watsonx | ibm/granite-3-3-8b-instruct, intfloat/multilingual-e5-large |
@@ -82,6 +83,7 @@ class Settings:
     gemini_location: str | None = None
     gemini_model: str = "gemini-2.5-flash"
     gemini_embedding_model: str | None = None
+    gemini_thinking_tokens: int = 1024
     # IBM watsonx.ai
     watsonx_api_key: str | None = None
     watsonx_token: str | None = None
@@ -189,6 +191,7 @@ def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str
         gemini_location=get("GOOGLE_CLOUD_LOCATION"),
         gemini_model=get("KAIWA_GEMINI_MODEL") or "gemini-2.5-flash",
         gemini_embedding_model=get("KAIWA_GEMINI_EMBEDDING_MODEL"),
+        gemini_thinking_tokens=_count(get("KAIWA_GEMINI_THINKING_TOKENS"), 1024),
         watsonx_api_key=get("WATSONX_APIKEY"),
         watsonx_token=get("WATSONX_TOKEN"),
         watsonx_url=get("WATSONX_URL"),
@@ -197,6 +200,13 @@ def load_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str
         watsonx_model=get("KAIWA_WATSONX_MODEL") or "ibm/granite-3-3-8b-instruct",
         watsonx_embedding_model=get("KAIWA_WATSONX_EMBEDDING_MODEL"),
     )
+
+
+def _count(value: str | None, default: int) -> int:
+    try:
+        return max(0, int(value)) if value is not None else default
+    except ValueError:
+        return default
 
 
 def _repairs(value: str | None) -> int:

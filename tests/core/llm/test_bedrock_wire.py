@@ -273,3 +273,14 @@ def test_an_embedding_error_is_typed():
     with pytest.raises(ProviderError) as caught:
         bedrock.client.embed(["a"])
     assert caught.value.kind == "forbidden"
+
+
+def test_a_model_refusing_tools_while_streaming_gets_converse_from_then_on():
+    bedrock = Bedrock(stream=True, chain=(TOOL_CALL,))
+    bedrock.stubber.add_client_error("converse_stream", service_error_code="ValidationException",
+                                     service_message="This model doesn't support tool use in streaming mode.",
+                                     http_status_code=400)
+    bedrock.ok(converse(tool=GOOD, stop="tool_use"))
+    result = run(bedrock.client)
+    assert result.ok and result.method == TOOL_CALL
+    assert [name for name, _ in bedrock.params] == ["ConverseStream", "Converse"] and bedrock.client.stream is False

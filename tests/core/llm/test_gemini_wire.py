@@ -64,7 +64,9 @@ def test_native_json_schema_turn():
     assert path.endswith("/models/gemini-2.5-flash:generateContent") and headers["x-goog-api-key"] == API_KEY
     config = body["generationConfig"]
     assert config["responseMimeType"] == "application/json" and config["responseJsonSchema"]["type"] == "object"
-    assert config["maxOutputTokens"] > 0 and "tools" not in body
+    # thought tokens count against maxOutputTokens: the schema's limit plus room for thinking
+    assert config["maxOutputTokens"] == log[-1]["call"]["max_tokens"] + 1024 and "thinkingConfig" not in config
+    assert "tools" not in body
     assert body["systemInstruction"]["parts"][0]["text"] and body["contents"][0]["role"] == "user"
     assert log[-1]["provider"] == "gemini" and log[-1]["usage"]["completion_tokens"] == 35
     assert API_KEY not in json.dumps(log, ensure_ascii=False)
@@ -166,3 +168,13 @@ def test_an_embedding_error_is_typed():
     with pytest.raises(ProviderError) as caught:
         gemini.client.embed(["a"])
     assert caught.value.kind == "rate_limit"
+
+
+def test_thinking_can_be_switched_off():
+    gemini = Gemini((200, answer(GOOD_TEXT)), chain=(STRUCTURED_OUTPUT,))
+    gemini.client.thinking_tokens = 0
+    log = []
+    assert run(gemini.client, log).ok
+    config = gemini.body()["generationConfig"]
+    assert config["thinkingConfig"] == {"thinking_budget": 0}  # as the SDK writes it (proto JSON takes both)
+    assert config["maxOutputTokens"] == log[-1]["call"]["max_tokens"]

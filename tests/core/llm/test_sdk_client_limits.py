@@ -101,4 +101,4 @@ def test_the_prompt_is_fitted_to_the_configured_context():
                       entry_schema(), retry=RetryPolicy(max_retries=0, sleep=lambda s: None))
     assert result.ok
     text = "".join(p["text"] for c in sent[0]["contents"] for p in c["parts"])
-    assert len(text) < len(attachment) // 2 and sent[0]["generationConfig"]["maxOutputTokens"] <= 1500
+    assert len(text) < len(attachment) // 2 and sent[0]["generationConfig"]["maxOutputTokens"] <= 1500 + client.thinking_tokens
