@@ -26,6 +26,7 @@ block or ``finish_reason: content_filter`` → ``content_filter``.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,6 +60,9 @@ class WatsonxClient(SDKChatClient):
         self._api: Any = None
         self._inference: Any = None
         require("ibm_watsonx_ai", self.extra)  # fail at selection, in Japanese, when the extra is missing
+        # The SDK logs failed responses' bodies (which may echo what was sent) at WARNING: every failure is
+        # typed and logged masked by the engine instead.
+        logging.getLogger("ibm_watsonx_ai").setLevel(logging.CRITICAL)
 
     @property
     def api(self) -> Any:

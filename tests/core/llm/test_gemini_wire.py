@@ -178,3 +178,16 @@ def test_thinking_can_be_switched_off():
     config = gemini.body()["generationConfig"]
     assert config["thinkingConfig"] == {"thinking_budget": 0}  # as the SDK writes it (proto JSON takes both)
     assert config["maxOutputTokens"] == log[-1]["call"]["max_tokens"]
+
+
+def test_a_key_echoed_by_the_service_reaches_no_log(caplog):
+    from core.text.pii import KNOWN_SECRETS
+
+    KNOWN_SECRETS.add(API_KEY)  # the registry adds every configured key (test_provider_registry)
+    echoed = google_error(400, "INVALID_ARGUMENT", f"API key not valid: {API_KEY}", "API_KEY_INVALID")
+    gemini = Gemini((400, echoed), chain=(STRUCTURED_OUTPUT,))
+    log = []
+    result = run(gemini.client, log)
+    assert not result.ok and result.provider_error == "auth"
+    assert log and API_KEY not in json.dumps(log, ensure_ascii=False)
+    assert API_KEY not in " ".join(result.errors) and API_KEY not in caplog.text

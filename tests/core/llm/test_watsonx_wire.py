@@ -183,3 +183,16 @@ def test_an_embedding_error_is_typed():
     with pytest.raises(ProviderError) as caught:
         watsonx.client.embed(["a"])
     assert caught.value.kind == "forbidden"
+
+
+def test_a_key_echoed_by_the_service_reaches_no_log(caplog):
+    from core.text.pii import KNOWN_SECRETS
+
+    KNOWN_SECRETS.add(API_KEY)  # the registry adds every configured key (test_provider_registry)
+    watsonx = Watsonx((401, wx_error(401, "authentication_token_not_valid", f"Invalid key {API_KEY}")),
+                      chain=(STRUCTURED_OUTPUT,))
+    log = []
+    result = run(watsonx.client, log)
+    assert not result.ok and result.provider_error == "auth"
+    assert log and API_KEY not in json.dumps(log, ensure_ascii=False)
+    assert API_KEY not in " ".join(result.errors) and API_KEY not in caplog.text
