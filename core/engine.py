@@ -164,7 +164,8 @@ def _budget(client: Any, timeout: float, deadline: float | None, retry: RetryPol
 
 
 def _mask_for_log(text: Any) -> str:
-    return redact_secrets(mask_pii(str(text)[:LOG_TEXT_CHARS]), tuple(KNOWN_SECRETS))
+    # secrets first, on the whole text: masking digits or cutting first could split a key and leave its rest
+    return mask_pii(redact_secrets(str(text), tuple(KNOWN_SECRETS))[:LOG_TEXT_CHARS])
 
 
 def _scrub_secrets(text: str) -> str:

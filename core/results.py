@@ -17,7 +17,7 @@ PROVIDER_ERROR_JA = {
     "timeout:token_gap": "モデルの出力が途中で止まりました（トークン間のタイムアウト）。時間をおいて再送信してください。",
     "timeout:request": "モデルの応答が時間内に完了しませんでした（1 回の応答のタイムアウト）。時間をおいて再送信してください。",
     "deadline": "このターンの制限時間内にモデルの応答が完了しませんでした（タイムアウト）。時間をおいて再送信してください。",
-    "connection": "モデルのサーバーに接続できませんでした。接続先 (OPENAI_BASE_URL) を確認してください。",
+    "connection": "モデルのサーバーに接続できませんでした。接続先 (OPENAI_BASE_URL、またはプロバイダーのリージョン・エンドポイント) を確認してください。",
     "rate_limit": "利用上限 (429) に達しました。少し待ってから再送信してください。",
     "server_error": "モデルのサーバーでエラーが発生しました (5xx)。時間をおいて再送信してください。",
     "auth": "認証に失敗しました。API キーの設定を確認してください。",
@@ -34,6 +34,9 @@ PROVIDER_ERROR_JA = {
     "refusal": "モデルが応答を拒否しました。入力内容を見直してください。",
     "truncated": "モデルの出力が長すぎて途中で切れました。質問を短くするか、分けて再送信してください。",
     "bad_response": "モデルのサーバーから chat completion として読めない応答が返りました（プロキシのエラーページなど）。",
+    "content_filter": "サービスの安全フィルター（コンテンツフィルター）により入力または出力がブロックされました。入力内容を見直してください。",
+    "missing_sdk": "選んだプロバイダーの SDK がインストールされていません。詳細のメッセージにあるコマンドでインストールしてください。",
+    "config": "プロバイダーの設定（リージョン、プロジェクト、キーなど）が不足しています。docs/providers.md を参照してください。",
     "unknown": "モデルの呼び出し中に予期しないエラーが発生しました。",
 }
 
@@ -45,6 +48,7 @@ PROVIDER_KIND_JA = {
     "refusal": "応答の拒否", "truncated": "出力の打ち切り", "bad_response": "不正な応答", "unknown": "不明なエラー",
     "context_overflow": "コンテキスト長の超過", "template": "チャットテンプレートのエラー",
     "unsupported_param": "パラメーターが受け付けられません",
+    "content_filter": "安全フィルターによるブロック", "missing_sdk": "SDK 未インストール", "config": "設定不足",
 }
 
 # Which timeout fired, for headings: 「モデルの呼び出しに失敗しました（タイムアウト（最初のトークン待ち））」.
@@ -86,7 +90,8 @@ class StructuredResult:
     repairs: int = 0
     parse_stage: str | None = None
     # timeout / deadline / rate_limit / server_error / connection / bad_response / auth / forbidden /
-    # not_found / bad_request / unsupported / refusal / truncated / context_overflow / template / unknown
+    # not_found / bad_request / unsupported / refusal / truncated / context_overflow / template / content_filter /
+    # missing_sdk / config / unknown
     # (core.llm.base)
     provider_error: str | None = None
     timer: str | None = None  # a timeout: first_token / token_gap / request / deadline

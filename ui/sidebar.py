@@ -1,18 +1,20 @@
-"""The sidebar's provider block (provider, model, strategy chain, which one is active, whether the server
-serves the configured model, the context size it said) and, after the page, the timeouts with the one
-that fired last, and the debug toggle."""
+"""The sidebar's provider block (every configured provider: OpenAI-compatible, Bedrock, Gemini, watsonx; a
+provider whose SDK is missing says which extra to install; switching keeps the conversation), with the model,
+strategy chain, which one is active, whether the server serves the configured model, the context size it
+said; and, after the page, the timeouts with the one that fired last, and the debug toggle."""
 from __future__ import annotations
 
 from datetime import datetime
 
 import streamlit as st
 
-from core.llm.base import TIMERS_JA
+from core.llm.base import TIMERS_JA, ProviderError
 from core.llm.registry import PROVIDER_LABELS, ProviderRegistry, describe, model_notice
 from core.llm.strategies import ALL_STRATEGIES
 
 STRATEGY_LABELS = {"structured_output": "ネイティブ JSON Schema", "tool_call": "ツール呼び出し",
                    "prompt_extract": "プロンプト指示 + 抽出"}
+ONLINE = ("openai", "bedrock", "gemini", "watsonx")  # providers with a model name and a strategy chain
 
 
 def render_sidebar() -> None:
@@ -24,24 +26,29 @@ def render_sidebar() -> None:
         current = getattr(state.llm_client, "name", registry.active_name)
         choice = st.selectbox("使用するモデル", names, index=names.index(current) if current in names else 0,
                               format_func=lambda n: PROVIDER_LABELS.get(n, n), key="provider_choice")
-        model = registry.settings.openai_model
+        model = registry.model_of(choice)
         strategies = tuple(getattr(state.llm_client, "strategies", registry.settings.strategies))
-        if choice == "openai":
-            if not registry.settings.online_configured:
+        if choice in ONLINE:
+            if choice == "openai" and not registry.settings.online_configured:
                 st.warning("OPENAI_API_KEY / OPENAI_BASE_URL が未設定です。環境変数または .streamlit/secrets.toml に設定してください。")
-            model = st.text_input("モデル名 / デプロイ名", value=model, key="model_name")
+            model = st.text_input("モデル名 / デプロイ名", value=model, key="model_name" if choice == "openai" else f"model_name_{choice}")
             picked = st.multiselect("構造化出力の方式（この順にフォールバック）", list(ALL_STRATEGIES),
                                     default=list(strategies), format_func=lambda s: STRATEGY_LABELS[s],
                                     placeholder="選択してください", key="strategy_chain")
             strategies = tuple(picked) or strategies
-        changed = (choice != current or (choice == "openai" and (model != getattr(state.llm_client, "model", model)
+        changed = (choice != current or (choice in ONLINE and (model != getattr(state.llm_client, "model", model)
                    or strategies != tuple(getattr(state.llm_client, "strategies", ())))))
         if changed and getattr(state.llm_client, "name", "") != "scripted":
-            state.llm_client = registry.set_active(choice, model=model, strategies=strategies)
+            try:  # the conversation (chat, outputs) is kept: only the client changes
+                state.llm_client = registry.set_active(choice, model=model, strategies=strategies)
+            except ProviderError as err:  # its SDK (an optional extra) is not installed
+                st.error(str(err), icon="📦")
+        if registry.notice:
+            st.warning(registry.notice, icon="📦")
         active = state.llm_client
-        if getattr(active, "name", "") != "openai":
+        if getattr(active, "name", "") not in ONLINE:
             icon, reason = "🟡", "（オンラインのモデルは使っていません）"
-        elif registry.settings.online_configured:
+        elif getattr(active, "name", "") != "openai" or registry.settings.online_configured:
             icon, reason = "🟢", ""
         else:
             icon, reason = "🔴", "（API キーも接続先 URL も未設定のため呼び出せません）"
@@ -61,7 +68,7 @@ def render_timeouts() -> None:
     """The timeouts in force and the one that fired last on this tab's client (drawn after the page)."""
     state = st.session_state
     client = state.llm_client
-    if getattr(client, "name", "") != "openai":
+    if getattr(client, "name", "") not in ONLINE:
         return
     settings = state.provider_registry.settings
     st.caption(f"⏱ タイムアウト: 最初のトークン {settings.first_token_seconds:g} 秒（待ち行列を含む）· "

@@ -11,8 +11,9 @@ the answer grows.
 Provider errors are typed by cause, not by status code (:func:`classify_exception`): a context
 overflow (llama.cpp, vLLM and OpenAI word it differently) is ``context_overflow`` with the server's
 ``n_ctx`` / ``n_prompt_tokens`` when it says them; a chat template that refuses the message roles is
-``template``; a server that rejects the structured-output method (``response_format``, tools) is
-``unsupported``; any other 400 is ``bad_request``.
+``template``; a content filter (Azure OpenAI ``content_filter``) is ``content_filter``; a server that
+rejects the structured-output method (``response_format``, tools) is ``unsupported``; any other 400 is
+``bad_request``.
 """
 from __future__ import annotations
 
@@ -170,6 +171,7 @@ _N_PROMPT = (re.compile(r"\((\d{1,9}) in the messages"), re.compile(r"messages r
              re.compile(r"you passed (\d{1,9}) input tokens"), re.compile(r"request \((\d{1,9}) tokens?\)"),
              re.compile(r"prompt contains at least (\d{1,9})"), re.compile(r"request has (\d{1,9}) input tokens"),
              re.compile(r"prompt is too long: (\d{1,9})"))
+FILTER_MARKERS = ("content_filter", "content management policy", "responsibleaipolicyviolation")
 TEMPLATE_MARKERS = ("roles must alternate", "jinja exception", "raise_exception", "conversation roles")
 METHOD_MARKERS = ("json schema error", "response_format", "json_schema", "tool_choice", "tools", "function",
                   "structured output", "grammar")
@@ -219,6 +221,8 @@ def classify_bad_request(status: int, body: Any, text: str, *, model: str = "", 
         size = f"（コンテキスト長 {n_ctx} トークン" + (f"、入力 {n_prompt} トークン）" if n_prompt else "）") if n_ctx else ""
         return ProviderError("context_overflow", f"入力がモデルのコンテキスト長を超えました{size}。{server}", status,
                              n_ctx=n_ctx, n_prompt_tokens=n_prompt, **kw)
+    if any(marker in blob for marker in FILTER_MARKERS):  # Azure OpenAI's content filter (code content_filter)
+        return ProviderError("content_filter", f"安全フィルターにより入力がブロックされました ({status})。{server}", status, **kw)
     if "json schema error" in blob:
         return ProviderError("unsupported", f"構造化出力のスキーマが受け付けられませんでした ({status})。{server}", status, **kw)
     if any(marker in blob for marker in TEMPLATE_MARKERS):

