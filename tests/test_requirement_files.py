@@ -5,8 +5,11 @@ bench/requirements.txt; and no package that needs a C++ build on the user's mach
 ``python -m tests.test_requirement_files --write`` rewrites the files from pyproject.toml."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -67,6 +70,39 @@ def test_the_readme_and_ci_install_the_files_that_exist():
         assert command in readme
         assert command.split(" && ")[0] in ci  # CI installs as the README says, with wheels only and no cache
     assert "PIP_ONLY_BINARY=:all:" in ci and "PIP_NO_CACHE_DIR=1" in ci
+
+
+def _wheel(directory: Path, name: str, requires: str = "") -> None:
+    """A minimal pure-Python wheel ``name`` 1.0 (that requires ``requires``)."""
+    dist = f"{name.replace('-', '_')}-1.0"
+    requirement = f"Requires-Dist: {requires}\n" if requires else ""
+    files = {f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{requirement}",
+             f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{dist}.dist-info/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{dist}.dist-info/RECORD"])
+    with zipfile.ZipFile(directory / f"{dist}-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+def test_ci_fails_a_requirement_that_would_be_compiled_and_names_it(tmp_path):
+    """.ci/run installs through ``wheels_only``: a dependency that PyPI has only as source (here a local index,
+    no network) fails the install with a line naming it, instead of a long compile that a cache hides."""
+    index = tmp_path / "index"
+    index.mkdir()
+    _wheel(index, "kaiwa-probe", "kaiwa-needs-a-compiler>=1")
+    (index / "kaiwa_needs_a_compiler-1.0.tar.gz").write_bytes(b"")  # an sdist only: pip would build it
+    (tmp_path / "requirements.txt").write_text("kaiwa-probe\n", encoding="utf-8")
+    script = (f'source "{ROOT / ".ci" / "wheels-only"}" && wheels_only "{sys.executable}" -m pip install --dry-run '
+              f'--ignore-installed --no-index --find-links "{index}" -r requirements.txt')
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull}
+    failed = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert failed.returncode == 1
+    assert "ci: " in failed.stderr and "kaiwa-needs-a-compiler>=1 has no wheel for this machine" in failed.stderr
+    (index / "kaiwa_needs_a_compiler-1.0.tar.gz").unlink()
+    _wheel(index, "kaiwa-needs-a-compiler")  # now a wheel: the same install goes through and is timed
+    passed = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert passed.returncode == 0, passed.stderr
+    assert passed.stdout.startswith("ci: ") and " took " in passed.stdout
 
 
 if __name__ == "__main__":
