@@ -64,12 +64,14 @@ def test_the_console_install_holds_no_test_tool_and_nothing_built_from_source():
 
 def test_the_readme_and_ci_install_the_files_that_exist():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     for command in ("pip install -r requirements.txt && streamlit run app.py",
                     "pip install -r requirements-test.txt && python -m pytest"):
         assert command in readme
-        assert command.split(" && ")[0] in ci  # CI installs as the README says, with wheels only and no cache
-    assert "PIP_ONLY_BINARY=:all:" in ci and "PIP_NO_CACHE_DIR=1" in ci
+        assert f"wheels_only {command.split(' && ')[0]}" in ci  # as the README says, wheels only and no cache
+    assert "python -m pytest" in ci and "source .ci/wheels-only" in ci
+    wheels_only = (ROOT / ".ci" / "wheels-only").read_text(encoding="utf-8")
+    assert "export PIP_ONLY_BINARY=:all: PIP_NO_CACHE_DIR=1" in wheels_only
 
 
 def _wheel(directory: Path, name: str, requires: str = "") -> None:
