@@ -42,7 +42,7 @@ def _children_cpu() -> float:
 
 def _pip(venv: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
 
 
 def measure(work: Path, test: bool) -> dict:

@@ -14,10 +14,10 @@ import httpx
 
 from core.engine import text_call
 from core.llm.llamacpp import SMOLLM, free_port, model_path
-from tests.helpers.processes import stop_group
 from core.llm.registry import ProviderRegistry, model_notice
 from core.llm.settings import load_settings
 from core.paths import ROOT
+from tests.helpers.processes import stop_group
 
 
 def _docs_llama_block() -> list[str]:
