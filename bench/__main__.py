@@ -12,6 +12,9 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
   :mod:`bench.knowledge_eval` (the eval runner's pass rates for the knowledge flow);
 * streaming — :mod:`bench.streaming` (the knowledge page against llama.cpp's real server: first character
   on the page after the server's first token, as a ratio to the server's time to first token);
+* startup — :mod:`bench.startup` (``streamlit run app.py`` until the first page is rendered in Chromium);
+* install — :mod:`bench.install` (the README's installs into an empty virtualenv, wheels only, no pip cache;
+  downloads, so it needs the network: one to four minutes);
 * pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
   ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` needs the stores seeded once: ``python -m bench.pages
   --seed-only both``).
@@ -19,7 +22,7 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 ``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine, plus about a minute for
 the streaming section's two llama.cpp turns, once the 10k
 index under ``var/bench/scale`` exists; its first build adds about a minute). Bench-only
-dependencies: ``pip install -r bench/requirements.txt``.
+dependencies: ``pip install -r bench/requirements.txt`` (the startup section also needs Playwright, a test tool).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import warnings
 from typing import Any
 
 SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "mask", "store", "prompts", "urgency",
-            "knowledge_recall", "knowledge_eval", "streaming")
+            "knowledge_recall", "knowledge_eval", "streaming", "startup", "install")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -62,6 +65,13 @@ FIGURES = (
     ("knowledge_library_regression_pass_rate", "1.0", "confirmed entries replayed as a regression set"),
     ("stream_first_char_vs_server_ttft", "—", "server's first token → first character on the page / server TTFT"),
     ("stream_own_vs_server_ttft", "≪ 1", "chunk with the first character → the page / server TTFT (our part)"),
+    ("first_page_s", "≤ 5 s", "streamlit run → first page rendered in Chromium (median of cold starts)"),
+    ("first_page_server_cpu_s", "—", "the server's CPU seconds until then (what load does not stretch)"),
+    ("first_page_vs_health", "—", "first page rendered / server health 200: the page's own first run"),
+    ("install_console_s", "≤ 120 s", "pip install -r requirements.txt, empty venv, wheels only, no cache"),
+    ("venv_console_mb", "—", "that virtualenv on disk (MB)"),
+    ("install_test_s", "—", "then pip install -r requirements-test.txt (not with --quick)"),
+    ("venv_test_mb", "—", "the virtualenv with the tests' tools (MB)"),
 )
 
 

@@ -6,7 +6,10 @@ import pytest
 import core.engine
 import core.prompts
 from tests.fakes.plugin import fake_openai  # noqa: F401 - fake OpenAI-compatible server fixture
+from tests.helpers import watsonx_sdk
 from tests.helpers.chroma_server import chroma_backend, chroma_server  # noqa: F401 - a real `chroma run`
+
+watsonx_sdk.ensure()  # the watsonx provider's SDK, from its wheel alone (its dependency list needs a source build)
 
 
 @pytest.fixture(autouse=True)

@@ -38,7 +38,7 @@ INDEXED_FIELDS = ("knowledge_title", "contract_type", "target_clause", "review_p
 ENTRY_CHARS = 1500  # an entry's indexed text at most (e5 reads about 512 tokens anyway)
 MAX_QUERY_CHARS = 1000
 # Below this score nothing "fits" (「該当するナレッジはありません」). Measured with
-# ``python -m bench.knowledge_recall`` (bench/data/knowledge_queries.yaml): see README, Benchmarks.
+# ``python -m bench.knowledge_recall`` (bench/data/knowledge_queries.yaml): see docs/benchmarks.md.
 MIN_SCORE = KEEP_THRESHOLD
 
 

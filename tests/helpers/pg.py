@@ -29,7 +29,7 @@ def shared_pg_url() -> str:
     if not url:
         if os.environ.get("CI"):
             pytest.fail("KAIWA_TEST_PG_URL is not set: .ci/run must start PostgreSQL (.ci/pg-start)", pytrace=False)
-        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see README, 'PostgreSQL')")
+        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see docs/testing.md)")
     return url
 
 
@@ -38,7 +38,7 @@ def require_postgres() -> str:
     if bindir is None or not os.environ.get("KAIWA_TEST_PG_URL", "").strip():
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL is not available: .ci/run must install it and set KAIWA_TEST_PG_URL")
-        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see README, 'PostgreSQL')")
+        pytest.skip("PostgreSQL not configured: set KAIWA_TEST_PG_URL (see docs/testing.md)")
     return bindir
 
 

