@@ -10,6 +10,16 @@ means no hits, never an exception. Queries are read up to ``MAX_QUERY_CHARS`` ch
 the symptoms they deny, and expanded by reading when the retriever can (kana and homophone slips
 reach the manual's own words).
 
+Ranking: a section whose title the question names (「スマートキーの電池交換の方法は？」 → 「スマートキーの
+電池交換」, 「エンジン警告灯がついた」 → 「エンジン警告灯（チェックエンジン）」) gains :data:`TITLE_BONUS` ×
+(share of the title's words in the query)², so a sibling that merely shares a word (「スマートキーが反応
+しないときの始動方法」, 「充電警告灯」) no longer outranks it. When no chunk passes ``keep_score``, a chunk
+above half of it that contains a distinctive word of the query verbatim (「ジャッキアップ」) is kept
+(:func:`_literal_rescue`): a rare word the fused score underrates still finds its section.
+
+:func:`warning_lines` is a section's ⚠ warnings and cautions, which an answer quoting that section
+must carry (seed 000 §3's safety gate applied to information answers too).
+
 Citation hygiene lives here, in one place:
 
 * :func:`relative_cut` — citations drop hits scoring below ``CITATION_RATIO`` × the top score
@@ -46,6 +56,9 @@ DANGER_TYPES = frozenset({"danger", "warning"})
 CITATION_RATIO = 0.7
 EXCERPT_CHARS = 200  # citation excerpt: whole sentences up to about this many characters
 MAX_QUERY_CHARS = 1000  # a query longer than this is searched by its beginning
+TITLE_BONUS = 0.3  # added × (share of the section title's words found in the query)²
+RESCUE_MIN_CHARS = 4  # a verbatim query word that can rescue a low-scoring section: katakana / kanji run this long
+WARNING_CHARS = 360
 _SENTENCE = re2.compile(r"[^。！？!?\n]+(?:[。！？!?]+|\n|$)|[。！？!?]+")
 
 
@@ -156,19 +169,75 @@ def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, mak
                     chunks += list(retriever.search(text, vehicle_id=vid, n_results=ctx.thresholds.n_results))
                 except Exception as exc:  # noqa: BLE001 - retrieval failure = no excerpts
                     logger.warning("manual search failed: %s", exc)
-        chunks.sort(key=lambda c: -float((c.get("score") if isinstance(c, dict) else getattr(c, "score", 0)) or 0))
+        asked = tokens(query)
+        found = [_titled(_hit_from(chunk), asked) for chunk in chunks if vehicles.allows(chunk)]
+        found.sort(key=lambda h: -h.score)
         seen: set[str] = set()
-        for chunk in chunks:
-            if not vehicles.allows(chunk):
-                continue
-            hit = _hit_from(chunk)
+        for hit in found:
             if hit.score <= ctx.thresholds.keep_score or hit.section_id in seen:
                 continue
             seen.add(hit.section_id)
             hits.append(hit)
+        if not hits:
+            hits = _literal_rescue(found, query, ctx.thresholds.keep_score)
         hits = sorted(hits, key=lambda h: -h.score)[:ctx.thresholds.n_results]
     ctx.rag_cache[key] = hits
     return list(hits)
+
+
+def _title_words(title: str) -> set[str]:
+    return tokens(re2.sub(r"（[^）]*）|\([^)]*\)", "", title or ""))
+
+
+def _titled(hit: RagHit, asked: set[str]) -> RagHit:
+    """``hit`` with :data:`TITLE_BONUS` × (share of its title's words in the query)² added."""
+    words = _title_words(hit.section)
+    if not words or not asked:
+        return hit
+    share = len(words & asked) / len(words)
+    if share:
+        hit.score = round(hit.score + TITLE_BONUS * share * share, 4)
+    return hit
+
+
+_DISTINCT = re2.compile(r"[\p{Katakana}ー]{%d,}|\p{Han}{%d,}" % (RESCUE_MIN_CHARS, RESCUE_MIN_CHARS - 1))
+
+
+def _literal_rescue(found: list[RagHit], query: str, keep_score: float) -> list[RagHit]:
+    """The best chunk above half of ``keep_score`` whose text has a distinctive query word verbatim."""
+    words = [w for w in _DISTINCT.findall(query or "")]
+    for hit in found:
+        if hit.score > keep_score / 2 and any(w in hit.text for w in words):
+            return [hit]
+    return []
+
+
+def warning_lines(text: str, limit: int = WARNING_CHARS) -> str:
+    """The section's ⚠ blocks: each 「⚠警告」/「⚠注意」 line with the 「・」 items or the sentence under
+    it, within ``limit`` characters (whole lines); empty when the section has none."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    picked: list[str] = []
+    size = 0
+    block = False
+    for i, line in enumerate(lines):
+        if line.startswith("⚠"):
+            block = True
+            if len(line) <= 4 and i + 1 < len(lines) and not lines[i + 1].startswith(("・", "⚠")):
+                continue  # 「⚠警告」 alone: its sentence follows
+            entry = line
+        elif block and line.startswith("・"):
+            entry = line
+        elif block and i > 0 and lines[i - 1].startswith("⚠") and len(lines[i - 1]) <= 4:
+            entry = f"{lines[i - 1]} {line}"
+            block = False
+        else:
+            block = False
+            continue
+        if size + len(entry) > limit:
+            break
+        picked.append(entry)
+        size += len(entry)
+    return "\n".join(p for p in picked if p)
 
 
 def rag_search_many(ctx: DiagnosisContext, queries: list[str], vehicle_id: str | None, limit: int = 8) -> list[RagHit]:

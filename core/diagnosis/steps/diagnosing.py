@@ -40,6 +40,7 @@ from core.diagnosis.actions import (
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.denials import asks_about_denied
 from core.diagnosis.emergency import emergency_answer
+from core.diagnosis.interview import NOT_RESOLVED_INPUT, SPEC_FEEDBACK_INPUTS, narrowed, still_vague, vague_kind
 from core.diagnosis.guards import (
     append_default_choices,
     attach_icons,
@@ -105,9 +106,6 @@ RESTRICT_TOPIC_LINE = ("直前の質問トピック「{topic}」はお客様の�
                        "症状に直接関係する内容だけを質問してください。")
 FORCE_ANSWER_LINE = ("待ちメッセージ（「まとめます」「お待ちください」など）は禁止です。"
                      "今ある情報で provide_answer として原因の候補と対処を回答してください。")
-SPEC_FEEDBACK_INPUTS = {"not_resolved": "仕様の説明を確認しましたが、解決していません。",
-                        "already_tried": "説明された内容はすでに試しましたが、解決していません。"}
-NOT_RESOLVED_INPUT = "提案された対処を試しましたが、解決しませんでした。"
 
 
 # --- A. rewind -------------------------------------------------------------------------------------
@@ -240,9 +238,12 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     add_user(session, user_input)
     session.diagnostic_turn += 1
 
-    # D3 keyword urgency over every input
-    keyword = ctx.rules.check_many(session.collected_symptoms)
-    for reason in keyword.reasons:  # shown as "判断の理由" if the flow ends in a reservation
+    # D3 keyword urgency over every input (after a vague first line, over what the answers narrowed it to)
+    described = narrowed(session.collected_symptoms)
+    symptom = described[0] if described != session.collected_symptoms else session.symptom_text
+    vague = still_vague(session.collected_symptoms)
+    keyword = ctx.rules.check_many(described)
+    for reason in [] if vague else keyword.reasons:  # shown as "判断の理由" if the flow ends in a reservation
         if reason not in session.urgency_reasons:
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
@@ -253,12 +254,12 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         return handle_urgency_check(session, None, ctx, lead="問診の上限回数に達したため、緊急度を評価して点検をご案内します。")
 
     # D4 RAG, then the rules fused with the semantic layer and the sections' markers
-    hits = with_named_case(ctx, rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id),
-                           session.symptom_text, session.vehicle_id)
+    queries = [symptom, _query(session, user_input)] if symptom != session.symptom_text else [
+        _query(session, user_input), session.symptom_text]
+    hits = with_named_case(ctx, rag_search_many(ctx, queries, session.vehicle_id), symptom, session.vehicle_id)
     sources = to_sources(hits)
-    keyword = confirm_by_conversation(assess(ctx.rules, session.collected_symptoms, session.symptom_text, hits),
-                                      session.asked_topics, hits)
-    for reason in keyword.reasons:
+    keyword = confirm_by_conversation(assess(ctx.rules, described, symptom, hits), session.asked_topics, hits)
+    for reason in [] if vague else keyword.reasons:
         if reason not in session.urgency_reasons:
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
@@ -276,6 +277,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if not result.ok:
         return _fallback(session, sources, judgment, keyword)
     data: dict[str, Any] = dict(result.data)
+    if vague:
+        data = _interview_question(data, vague_kind(session.collected_symptoms[0]) or "noise")
 
     # D10 topic relevance → one re-call with a topic restriction
     context_text = " ".join(h.section + " " + h.text for h in hits)
@@ -366,6 +369,26 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if not any(f"「{c.section}」" in data["message"] for c in cited):  # no section quoted: the one named first
         cited = _named_first(cited, session.symptom_text)
     return respond(session, prompt, pending_kind="question", rag_sources=cited, judgment=judgment)
+
+
+VAGUE_QUESTIONS = {
+    "noise": ("異音が出るタイミング", "どんなときに、どのあたりから聞こえる音ですか？（例: ブレーキを踏んだとき・前のほうから）",
+              ["ブレーキを踏んだとき", "走り出し・加速するとき", "ハンドルを切ったとき", "一定の速度で走っているとき"]),
+    "vibration": ("振動が出る条件", "振動はどんなときに感じますか？",
+                  ["特定の速度で走っているとき", "ブレーキを踏んだとき", "停車中（アイドリング中）", "段差を越えたとき"]),
+    "lamp": ("点灯している警告灯の種類", "メーターに出ている警告灯（ランプ）は、何色で、どんな形のマークですか？",
+             ["赤色のマーク", "黄色・オレンジ色のマーク", "緑色・青色の表示"]),
+}
+
+
+def _interview_question(data: dict[str, Any], kind: str) -> dict[str, Any]:
+    """While the first description is vague: a question about it, never an answer or a rating (a model's
+    or the offline policy's answer becomes the kind's question; its question is kept, without urgency)."""
+    data = dict(data, urgency_flag="none", visit_urgency=None, can_drive=None)
+    if data["action"] in ("ask_question", "clarify_term"):
+        return data
+    topic, message, choices = VAGUE_QUESTIONS.get(kind, VAGUE_QUESTIONS["noise"])
+    return dict(data, action="ask_question", message=message, choices=list(choices), question_topic=topic)
 
 
 NOT_NORMAL_NOTE = ("※取扱説明書には正常な動作としての説明もありますが、お伺いした症状はその条件に当てはまらない"
