@@ -43,12 +43,12 @@ KINDS: dict[str, tuple[re.Pattern[str], str]] = {
 # anything that says where, when or what kind: a part, a driving situation, a sound word, a colour or shape
 SPECIFIC = re.compile(
     r"ブレーキ|ぶれーき|エンジン|えんじん|タイヤ|たいや|ハンドル|はんどる|ステアリング|足回り|足まわり|下回り|マフラー|エアコン|"
-    r"ドア|窓|ワイパー|ボンネット|トランク|荷室|シート|ベルト|ミラー|ライト|ペダル|アクセル|シフト|モーター|バッテリー|"
+    r"ルーム|室内|車内|荷室|足元|読書|マップ|ドア|窓|ワイパー|ボンネット|トランク|荷室|シート|ベルト|ミラー|ライト|ペダル|アクセル|シフト|モーター|バッテリー|"
     r"前輪|後輪|前の|後ろ|うしろ|右|左|床|屋根|天井|車体の下|下から|メーター|"
-    r"走行|走って|走る|はしって|発進|加速|減速|停車|止まる|止まっ|曲が|カーブ|段差|高速|低速|キロ|km|雨|朝|寒|暑|"
+    r"走行|走って|走る|はしって|はしる|したから|まえのほう|うしろ|発進|加速|減速|停車|止まる|止まっ|曲が|カーブ|段差|高速|低速|キロ|km|雨|朝|寒|暑|"
     r"かけ(た|る)|始動|踏(む|ん|み)|とき|時に|中に|直後|バック|信号|"
     r"赤|黄|オレンジ|緑|青|点滅|形|びっくり|ビックリ|[!！]|"
-    r"([ァ-ヴー]{1,3})\1|([ぁ-ゖー]{1,3})\2|キー|ゴー|ウィーン|ヒュー|金属|こすれ|擦れ")
+    r"(?P<kata>[ァ-ヴー]{1,3})(?P=kata)|(?P<hira>[ぁ-ゖー]{1,3})(?P=hira)|キー|ゴー|ウィーン|ヒュー|金属|こすれ|擦れ")
 
 
 def vague_kind(text: str | None) -> str | None:
@@ -59,7 +59,15 @@ def vague_kind(text: str | None) -> str | None:
     return next((kind for kind, (words, _) in KINDS.items() if words.search(text)), None)
 
 
-def is_vague(text: str | None) -> bool:
+# the rules that rate a kind of symptom whatever it is (seed 000 §6: 警告灯点灯・異音・振動 → HIGH)
+GENERIC_RULES = frozenset({"abnormal_noise", "vibration", "warning_light_generic"})
+
+
+def is_vague(text: str | None, rule_ids: Sequence[str] | None = None) -> bool:
+    """``text`` is vague (see the module docstring); with ``rule_ids`` (the rules that matched it), only
+    when they are the generic ones (「ルームランプが点かない」 is the interior-light rule's, not vague)."""
+    if rule_ids is not None and not set(rule_ids) <= GENERIC_RULES:
+        return False
     return vague_kind(text) is not None
 
 
@@ -68,9 +76,10 @@ def answers(texts: Sequence[str]) -> list[str]:
     return [t for t in texts[1:] if t and t.strip() and t.strip() not in FIXED_INPUTS]
 
 
-def still_vague(texts: Sequence[str]) -> bool:
-    """The first description is vague and no answer has said anything specific yet."""
-    if not texts or not is_vague(texts[0]):
+def still_vague(texts: Sequence[str], rule_ids: Sequence[str] | None = None) -> bool:
+    """The first description is vague (``rule_ids``: the rules that matched it) and no answer has said
+    anything specific yet."""
+    if not texts or not is_vague(texts[0], rule_ids):
         return False
     return not any(SPECIFIC.search(unicodedata.normalize("NFKC", a)) for a in answers(texts))
 

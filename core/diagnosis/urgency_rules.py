@@ -182,7 +182,7 @@ LAMP_MEANING = re.compile(r"(何|なん|ナン|なに|ナニ)(の|を|ノ|ヲ)?(
                           r"って(何|なに|なん)|ッテ(何|ナニ|ナン)|どういう|ドウイウ|何のこと|なんのこと")
 # … with no lamp reported lit, flashing or showing now
 LAMP_STATE = re.compile(r"点い|つい|ツイ|付い|点灯|点滅|光っ|光る|ひかっ|ヒカッ|出た|でた|出て|でて|消えな|きえな|チカチカ|ちかちか|"
-                        r"ピカピカ|ぴかぴか|灯っ|ともっ|つきっぱなし|点きっぱなし")
+                        r"ピカピカ|ぴかぴか|(?<!警告)(?<!表示)灯っ|ともっ|つきっぱなし|点きっぱなし")
 
 
 def is_lamp_question(text: str) -> bool:

@@ -241,7 +241,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     # D3 keyword urgency over every input (after a vague first line, over what the answers narrowed it to)
     described = narrowed(session.collected_symptoms)
     symptom = described[0] if described != session.collected_symptoms else session.symptom_text
-    vague = still_vague(session.collected_symptoms)
+    vague = still_vague(session.collected_symptoms, ctx.rules.check(session.collected_symptoms[0]).rule_ids)
     keyword = ctx.rules.check_many(described)
     for reason in [] if vague else keyword.reasons:  # shown as "判断の理由" if the flow ends in a reservation
         if reason not in session.urgency_reasons:
@@ -352,8 +352,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
                        judgment=judgment)
     if action == "provide_answer":  # §10: the manual's answer and its sources are shown with it
         named = [h for h in hits if h.section and h.section in data["message"]]  # the section the answer cites
-        rag = llm_calls.rag_answer(ctx, session, _query(session, user_input),
-                                   named + [h for h in hits if h not in named], preferred=named[0] if named else None)
+        rag = llm_calls.query(ctx, session, _query(session, user_input), hits=named + [h for h in hits if h not in named],
+                              preferred=named[0] if named else None)
         response = _provide_answer(session, data, flag, merge_sources(rag.sources if rag.ok else None, sources), ctx,
                                    judgment)
         response.rag_answer = rag.answer if rag.ok else None
@@ -431,6 +431,8 @@ def _with_emergency_steps(ctx: DiagnosisContext, session: SessionState, message:
     if answer.section and f"「{answer.section}」" in message:
         return message, _cited_first(sources, message, hits)
     lead = f"{message.strip()}\n\n{answer.steps}" if answer.steps else message
+    if answer.section and answer.sources and not any(h.section == answer.section for h in hits):
+        return lead, list(answer.sources)  # a section searched for the emergency (the road-service one): first
     return lead, _cited_first(sources, lead, hits)
 
 
