@@ -161,9 +161,11 @@ def emergency_answer(ctx: DiagnosisContext, vehicle_id: str | None, text: str, r
 TYPED_CRITICAL_PROBABILITY = 0.5
 
 
-def is_emergency(ctx: DiagnosisContext, text: str | None) -> KeywordUrgency | None:
+def is_emergency(ctx: DiagnosisContext, text: str | None, context: str | None = None) -> KeywordUrgency | None:
     """The urgency of ``text`` typed at a button step when it is critical: the rules say so, or the
-    learned layer is sure of it (:data:`TYPED_CRITICAL_PROBABILITY`) and the text names a symptom."""
+    learned layer is sure of it (:data:`TYPED_CRITICAL_PROBABILITY`) and the text names a symptom —
+    also when read after ``context`` (the symptom under discussion): a reply such as 「高速道路を走った
+    あとに特に悪い」 about poor fuel economy is not an emergency because, alone, it resembles one."""
     if not text or not has_japanese(text):
         return None
     keyword = ctx.rules.check(text)
@@ -175,5 +177,10 @@ def is_emergency(ctx: DiagnosisContext, text: str | None) -> KeywordUrgency | No
         return None
     if not any(SYMPTOM_WORD.search(form) for form in variants(strip_denials(text).kept)):
         return None
+    if context and context.strip() and context.strip() not in text:
+        joined = classify(f"{context.strip()} {text}")
+        joined_learned = joined.learned if joined is not None else None
+        if joined_learned is not None and joined_learned.probabilities.get("critical", 0.0) < TYPED_CRITICAL_PROBABILITY:
+            return None
     fused = fuse(keyword, semantic)
     return fused if fused.is_critical else None

@@ -21,6 +21,7 @@ N-th answer (what was on screen), so ``rewind_to_turn=N`` lets the user answer t
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Sequence
 
@@ -91,6 +92,8 @@ from core.diagnosis.urgency_semantic import (
     normal_cases,
 )
 from core.vehicles import find_vehicle
+
+logger = logging.getLogger(__name__)
 
 ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
 FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"
@@ -164,6 +167,7 @@ def handle_diagnosing(session: SessionState, request: ChatRequest, ctx: Diagnosi
         judgment = choice_from_text(ctx, session, request.message, RESOLUTION_CHOICES)
         if judgment and judgment.value:
             return handle_resolved(session, judgment.value, ctx, judgment=judgment)
+        return _resolution_reply(session, request.message.strip(), ctx)
     user_input = request.message or ""
     if action == ANSWER:
         if value == FREE_INPUT:
@@ -175,6 +179,30 @@ def handle_diagnosing(session: SessionState, request: ChatRequest, ctx: Diagnosi
     if not user_input.strip():
         return respond(session, PromptInfo(type="text", message=ASK_SYMPTOM_MESSAGE), record=False)
     return run_turn(session, user_input.strip(), ctx, judgment=judgment)
+
+
+RESOLUTION_FOLLOW_UP = ("「{text}」とのこと、承知しました。先ほどの取扱説明書の内容で解決しない点や、新しく気づいたこと"
+                        "（いつ・どこで・どんな様子か）を教えてください。解決した場合や点検を予約したい場合は、下のボタンからお選びください。")
+
+
+def _resolution_reply(session: SessionState, text: str, ctx: DiagnosisContext) -> ChatResponse:
+    """Free text typed in reply to 「この内容で解決しましたか？」 that is none of its buttons: read as what
+    the customer says (a new detail, a doubt) by the interview, without the failed button judgment; when
+    that would only show the same answer again, a short follow-up question is asked instead."""
+    shown = _answer_text(session.last_prompt.message if session.last_prompt else "")
+    response = run_turn(session, text, ctx)
+    if not shown or _answer_text(response.prompt.message) != shown:
+        return response
+    if session.conversation_history and session.conversation_history[-1].get("role") == "assistant":
+        session.conversation_history.pop()  # the repeated answer is not said twice
+    prompt = PromptInfo(type="single_choice", message=RESOLUTION_FOLLOW_UP.format(text=text[:60]),
+                        choices=[c.model_copy() for c in RESOLUTION_CHOICES], action=RESOLVED)
+    return respond(session, prompt, pending_kind="resolution", rag_sources=session.last_rag_sources)
+
+
+def _answer_text(message: str) -> str:
+    """A message without its closing question, whitespace folded: what is compared for a repeat."""
+    return "".join(message.replace(RESOLUTION_QUESTION, "").split())
 
 
 # --- D. main loop ----------------------------------------------------------------------------------
@@ -275,6 +303,10 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     # D7-D9 prompt, call, parse
     result = _call(ctx, session, hits, keyword, user_input)
     if not result.ok:
+        # seed 000 §12: logger.error (the error's type and the session, never the customer's text)
+        logger.error("LLM diagnostic call failed: session=%s turn=%d error=%s provider_error=%s attempts=%d",
+                     session.session_id, session.diagnostic_turn, result.error_type, result.provider_error,
+                     result.attempts)
         return _fallback(session, sources, judgment, keyword)
     data: dict[str, Any] = dict(result.data)
     if vague:
