@@ -19,8 +19,10 @@ from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInf
 from core.diagnosis.rag import rag_search, with_named_case
 from core.diagnosis.steps import diagnosing, reservation, spec_check
 from core.diagnosis.steps.common import add_user, apply_keyword_urgency, respond, save_snapshot
-from core.diagnosis.steps.photo_confirm import SYMPTOM_QUESTION
 from core.diagnosis.urgency_semantic import assess, normal_answer_blocked
+
+SYMPTOM_QUESTION = ("どのような症状がありますか？いつ・どんなときに起きるかも含めて、できるだけ具体的に教えてください。"
+                    "（例: 「エンジン警告灯がついた」「ブレーキを踏むとキーキー鳴る」）")
 
 
 def handle_free_text(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:

@@ -12,12 +12,11 @@ from core.diagnosis.actions import CONFIRM_PHOTO, PHOTO_CHOICES
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.steps.common import action_of, chosen_value, respond, save_snapshot
+from core.diagnosis.steps.free_text import SYMPTOM_QUESTION, route_symptom
 from core.diagnosis.urgency_rules import SYMPTOM_WORD, is_how_to, variants
 from core.diagnosis.steps.vehicle_id import photo_prompt, vehicle_prompt
 from core.vehicles import find_vehicle
 
-SYMPTOM_QUESTION = ("どのような症状がありますか？いつ・どんなときに起きるかも含めて、できるだけ具体的に教えてください。"
-                    "（例: 「エンジン警告灯がついた」「ブレーキを踏むとキーキー鳴る」）")
 
 
 def symptom_prompt(session: SessionState, **kwargs) -> ChatResponse:
@@ -43,8 +42,6 @@ def handle_photo_confirm(session: SessionState, request: ChatRequest, ctx: Diagn
     action, _ = action_of(request)
     symptom = typed_symptom(ctx, request.message) if action != CONFIRM_PHOTO else None
     if symptom is not None:  # the vehicle is confirmed by describing its symptom
-        from core.diagnosis.steps.free_text import route_symptom  # noqa: PLC0415 - free_text imports this module
-
         session.current_step = ChatStep.FREE_TEXT
         save_snapshot(session, 1)
         return route_symptom(session, symptom, ctx)

@@ -155,8 +155,8 @@ def handle_booking_info(session: SessionState, request: ChatRequest, ctx: Diagno
         session.booking_type = None
         return enter(session, ctx, note=VISIT_REFUSED_MESSAGE)
     errors = validate_booking(kind, session.booking_data)
-    if errors:
-        return booking_form(session, errors=errors, message="入力内容を確認してください。")
+    if errors:  # the reasons in the message too: a client showing only the message still reads them
+        return booking_form(session, errors=errors, message="入力内容を確認してください。\n" + "\n".join(f"・{e}" for e in errors))
     session.current_step = ChatStep.BOOKING_CONFIRM
     return booking_confirm_prompt(session)
 

@@ -16,12 +16,14 @@ Phase 2 (``spec_check_shown`` True, also reached from a DIAGNOSING ``spec_answer
 """
 from __future__ import annotations
 
+import re
+
 from core.diagnosis import llm_calls
 from core.diagnosis.actions import RESTART, RESTART_CHOICES, SPEC_CHOICES, SPEC_FEEDBACK
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.offline_policy import lamps_named
-from core.diagnosis.rag import (DANGER_TYPES, RagHit, citation, cited_first, merge_sources, rag_context, rag_search,
+from core.diagnosis.rag import (RagHit, citation, cited_first, merge_sources, rag_context, rag_search,
                                 shares_subject, to_sources, with_named_case, with_warnings)
 from core.diagnosis.steps import diagnosing
 from core.diagnosis.steps.common import add_user, chosen_value, respond
@@ -37,12 +39,20 @@ def is_information(ctx: DiagnosisContext, text: str, keyword: KeywordUrgency, hi
     """An information question (see the module docstring), not a symptom."""
     if is_lamp_question(text) and ctx.rules.check(text).level == "none":
         return True
-    return keyword.intent == "info" and keyword.level == "none" and bool(hits) and hits[0].content_type not in DANGER_TYPES
+    # a warning section on top is answered with its warning carried; a danger section is the symptom's
+    return keyword.intent == "info" and keyword.level == "none" and bool(hits) and hits[0].content_type != "danger"
+
+
+LAMP_TITLE = re.compile(r"警告灯|表示灯|ランプ|インジケーター")
 
 
 def _lamp_section(hits: list[RagHit], text: str) -> RagHit | None:
     named = set(lamps_named(text))
     return next((h for h in hits if named & set(lamps_named(h.section))), None) if named else None
+
+
+def _is_lamp_entry(hit: RagHit) -> bool:
+    return bool(LAMP_TITLE.search(hit.section))
 
 
 def _information_answer(session: SessionState, ctx: DiagnosisContext, hits: list[RagHit]) -> ChatResponse:
@@ -51,7 +61,10 @@ def _information_answer(session: SessionState, ctx: DiagnosisContext, hits: list
     relevant = [h for h in hits if h is lamp or shares_subject(h, text)]
     if lamp is not None:
         relevant = [lamp] + [h for h in relevant if h is not lamp]
-    answer = llm_calls.query(ctx, session, text, hits=relevant, step="spec_check", preferred=lamp)
+    elif not LAMP_TITLE.search(text):  # a question naming no lamp is not answered from a lamp's entry
+        relevant = [h for h in relevant if not _is_lamp_entry(h)] + [h for h in relevant if _is_lamp_entry(h)]
+    preferred = lamp or (relevant[0] if relevant else None)
+    answer = llm_calls.query(ctx, session, text, hits=relevant, step="spec_check", preferred=preferred)
     if not answer.ok:
         session.current_step = ChatStep.DIAGNOSING
         return diagnosing.run_turn(session, text, ctx)
