@@ -181,22 +181,26 @@ def handle_diagnosing(session: SessionState, request: ChatRequest, ctx: Diagnosi
     return run_turn(session, user_input.strip(), ctx, judgment=judgment)
 
 
-RESOLUTION_FOLLOW_UP = ("「{text}」とのこと、承知しました。先ほどの取扱説明書の内容で解決しない点や、新しく気づいたこと"
-                        "（いつ・どこで・どんな様子か）を教えてください。解決した場合や点検を予約したい場合は、下のボタンからお選びください。")
+RESOLUTION_FOLLOW_UP = ("「{text}」とのこと、承知しました。先ほどご案内した{source}の内容で解決しない点や、新しく気づいたこと"
+                        "（いつ・どこで・どんな様子か）があれば教えてください。")
 
 
 def _resolution_reply(session: SessionState, text: str, ctx: DiagnosisContext) -> ChatResponse:
     """Free text typed in reply to 「この内容で解決しましたか？」 that is none of its buttons: read as what
     the customer says (a new detail, a doubt) by the interview, without the failed button judgment; when
     that would only show the same answer again, a short follow-up question is asked instead."""
-    shown = _answer_text(session.last_prompt.message if session.last_prompt else "")
+    answers = [m["content"] for m in session.conversation_history
+               if m.get("role") == "assistant" and m.get("content", "").endswith(RESOLUTION_QUESTION)]
+    shown = {_answer_text(a) for a in answers[-2:]}  # the answer, or the answer before this follow-up
     response = run_turn(session, text, ctx)
-    if not shown or _answer_text(response.prompt.message) != shown:
+    if _answer_text(response.prompt.message) not in shown:
         return response
     if session.conversation_history and session.conversation_history[-1].get("role") == "assistant":
         session.conversation_history.pop()  # the repeated answer is not said twice
-    prompt = PromptInfo(type="single_choice", message=RESOLUTION_FOLLOW_UP.format(text=text[:60]),
-                        choices=[c.model_copy() for c in RESOLUTION_CHOICES], action=RESOLVED)
+    source = (f"取扱説明書「{session.last_rag_sources[0].section}」" if session.last_rag_sources else "取扱説明書")
+    message = f"{RESOLUTION_FOLLOW_UP.format(text=text[:60], source=source)}\n\n{RESOLUTION_QUESTION}"
+    prompt = PromptInfo(type="single_choice", message=message, choices=[c.model_copy() for c in RESOLUTION_CHOICES],
+                        action=RESOLVED)
     return respond(session, prompt, pending_kind="resolution", rag_sources=session.last_rag_sources)
 
 

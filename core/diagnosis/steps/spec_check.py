@@ -57,7 +57,8 @@ def _is_lamp_entry(hit: RagHit) -> bool:
 
 def _information_answer(session: SessionState, ctx: DiagnosisContext, hits: list[RagHit]) -> ChatResponse:
     text = session.symptom_text
-    lamp = _lamp_section(hits, text)
+    # a lamp's entry answers a question about a lamp (「4WD」 alone names the 4WD lamp, and the 4WD mode too)
+    lamp = _lamp_section(hits, text) if LAMP_TITLE.search(text) or is_lamp_question(text) else None
     relevant = [h for h in hits if h is lamp or shares_subject(h, text)]
     if lamp is not None:
         relevant = [lamp] + [h for h in relevant if h is not lamp]
