@@ -193,7 +193,7 @@ def is_lamp_question(text: str) -> bool:
 def is_lamp_rule(rule_id: str) -> bool:
     """A rule about a lit lamp (「…_warning」, the generic lamp rule): a question about what a lamp
     means, with no lamp reported lit, is not that symptom."""
-    return rule_id.endswith("_warning") or rule_id.startswith("warning_light")
+    return rule_id.endswith("_warning") or rule_id.startswith("warning_light") or rule_id == "brake_warning_red"
 
 
 def _how_to_forms(forms: list[str]) -> bool:

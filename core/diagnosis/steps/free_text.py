@@ -44,7 +44,7 @@ def route_symptom(session: SessionState, text: str, ctx: DiagnosisContext) -> Ch
         return _critical(session, ctx, text, keyword)
     hits = with_named_case(ctx, rag_search(ctx, text, session.vehicle_id), text, session.vehicle_id)
     keyword = assess(ctx.rules, [text], text, hits)
-    if keyword.is_critical:
+    if keyword.is_critical and not spec_check.is_lamp_query(ctx, text):  # (a lamp question: its entry, warnings and all)
         return _critical(session, ctx, text, keyword, hits)
     info = spec_check.is_information(ctx, text, keyword, hits)
     if info or (should_route_to_spec_check(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])):

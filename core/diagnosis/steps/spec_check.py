@@ -35,9 +35,14 @@ from core.text.pii import mask_pii
 RESOLVED_MESSAGE = "解決してよかったです。ほかにも気になる点があれば、新しい問診でお気軽にご相談ください。"
 
 
+def is_lamp_query(ctx: DiagnosisContext, text: str) -> bool:
+    """A question about what a lamp means, with no lamp (nor anything else) the rules read as a symptom."""
+    return is_lamp_question(text) and ctx.rules.check(text).level == "none"
+
+
 def is_information(ctx: DiagnosisContext, text: str, keyword: KeywordUrgency, hits: list[RagHit]) -> bool:
     """An information question (see the module docstring), not a symptom."""
-    if is_lamp_question(text) and ctx.rules.check(text).level == "none":
+    if is_lamp_query(ctx, text):
         return True
     # a warning section on top is answered with its warning carried; a danger section is the symptom's
     return keyword.intent == "info" and keyword.level == "none" and bool(hits) and hits[0].content_type != "danger"
@@ -60,6 +65,9 @@ def _information_answer(session: SessionState, ctx: DiagnosisContext, hits: list
     # a lamp's entry answers a question about a lamp (「4WD」 alone names the 4WD lamp, and the 4WD mode too)
     lamp = _lamp_section(hits, text) if LAMP_TITLE.search(text) or is_lamp_question(text) else None
     relevant = [h for h in hits if h is lamp or shares_subject(h, text)]
+    if lamp is None and is_lamp_question(text):  # 「赤いビックリマークは何？」: the lamp table's entries found
+        lamp = next((h for h in hits if _is_lamp_entry(h)), None)
+        relevant = [h for h in hits if _is_lamp_entry(h)]
     if lamp is not None:
         relevant = [lamp] + [h for h in relevant if h is not lamp]
     elif not LAMP_TITLE.search(text):  # a question naming no lamp is not answered from a lamp's entry

@@ -68,7 +68,9 @@ def test_the_booking_symptom_summarises_the_answers_not_the_first_line_nor_a_pag
     summary = booking_symptom(session)
     assert summary == "なんか変な音がする（走っているとき／前のほう。）"
     session.collected_symptoms.append("x" * 500)
-    assert len(booking_symptom(session)) <= 300 and booking_symptom(session).endswith("…")
+    assert booking_symptom(session).endswith("x…）") and len(booking_symptom(session)) < 140  # one answer: 60 characters
+    session.collected_symptoms += [f"{i}番目の答え" + "y" * 50 for i in range(10)]
+    assert len(booking_symptom(session)) == 300 and booking_symptom(session).endswith("…")
 
 
 def test_a_confirmed_booking_tells_the_number_and_stores_the_summary(tmp_path):
