@@ -19,8 +19,15 @@ from typing import Any
 from core.debuglog import CallTags
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import SessionState
-from core.diagnosis.rag import (MAX_QUERY_CHARS, RagAnswer, RagHit, grounded_sources, rag_context, rag_search,
-                                relative_cut)
+from core.diagnosis.rag import (
+    MAX_QUERY_CHARS,
+    RagAnswer,
+    RagHit,
+    grounded_sources,
+    rag_context,
+    rag_search,
+    relative_cut,
+)
 from core.engine import structured_call, text_call
 from core.prompts import load_prompt, render
 from core.results import StructuredResult

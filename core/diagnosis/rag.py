@@ -205,7 +205,7 @@ def _titled(hit: RagHit, asked: set[str]) -> RagHit:
     return hit
 
 
-_DISTINCT = re2.compile(r"[\p{Katakana}ー]{%d,}|\p{Han}{%d,}" % (RESCUE_MIN_CHARS, RESCUE_MIN_CHARS - 1))
+_DISTINCT = re2.compile(rf"[\p{{Katakana}}ー]{{{RESCUE_MIN_CHARS},}}|\p{{Han}}{{{RESCUE_MIN_CHARS - 1},}}")
 
 
 def _literal_rescue(found: list[RagHit], query: str, keep_score: float) -> list[RagHit]:

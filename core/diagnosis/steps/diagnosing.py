@@ -41,7 +41,6 @@ from core.diagnosis.actions import (
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.denials import asks_about_denied
 from core.diagnosis.emergency import emergency_answer
-from core.diagnosis.interview import NOT_RESOLVED_INPUT, SPEC_FEEDBACK_INPUTS, narrowed, still_vague, vague_kind
 from core.diagnosis.guards import (
     append_default_choices,
     attach_icons,
@@ -50,6 +49,7 @@ from core.diagnosis.guards import (
     is_waiting_message,
     raise_for_coverage,
 )
+from core.diagnosis.interview import NOT_RESOLVED_INPUT, SPEC_FEEDBACK_INPUTS, narrowed, still_vague, vague_kind
 from core.diagnosis.models import (
     ChatRequest,
     ChatResponse,

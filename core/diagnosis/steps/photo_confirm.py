@@ -13,10 +13,9 @@ from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.steps.common import action_of, chosen_value, respond, save_snapshot
 from core.diagnosis.steps.free_text import SYMPTOM_QUESTION, route_symptom
-from core.diagnosis.urgency_rules import SYMPTOM_WORD, is_how_to, variants
 from core.diagnosis.steps.vehicle_id import photo_prompt, vehicle_prompt
+from core.diagnosis.urgency_rules import SYMPTOM_WORD, is_how_to, variants
 from core.vehicles import find_vehicle
-
 
 
 def symptom_prompt(session: SessionState, **kwargs) -> ChatResponse:

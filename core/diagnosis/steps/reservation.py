@@ -16,13 +16,31 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from core.diagnosis.actions import (BOOKING, CONFIRM_CHOICES, DISPATCH_CHOICE, RESERVE, RESTART_CHOICES, RESTART,
-                                    SKIP_CHOICE, SUBMIT_BOOKING, VISIT_CHOICE)
+from core.diagnosis.actions import (
+    BOOKING,
+    CONFIRM_CHOICES,
+    DISPATCH_CHOICE,
+    RESERVE,
+    RESTART,
+    RESTART_CHOICES,
+    SKIP_CHOICE,
+    SUBMIT_BOOKING,
+    VISIT_CHOICE,
+)
 from core.diagnosis.booking_input import date_error, phone_error
 from core.diagnosis.context import DiagnosisContext
-from core.diagnosis.models import (BookingField, ChatRequest, ChatResponse, ChatStep, Choice, ChoiceJudgmentInfo,
-                                   PromptInfo, RagSource, SessionState)
 from core.diagnosis.interview import booking_symptom
+from core.diagnosis.models import (
+    BookingField,
+    ChatRequest,
+    ChatResponse,
+    ChatStep,
+    Choice,
+    ChoiceJudgmentInfo,
+    PromptInfo,
+    RagSource,
+    SessionState,
+)
 from core.diagnosis.steps.common import action_of, chosen_value, respond
 from core.store.bookings import new_booking_number
 

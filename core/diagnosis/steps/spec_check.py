@@ -23,8 +23,18 @@ from core.diagnosis.actions import RESTART, RESTART_CHOICES, SPEC_CHOICES, SPEC_
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.offline_policy import lamps_named
-from core.diagnosis.rag import (RagHit, citation, cited_first, merge_sources, rag_context, rag_search,
-                                shares_subject, to_sources, with_named_case, with_warnings)
+from core.diagnosis.rag import (
+    RagHit,
+    citation,
+    cited_first,
+    merge_sources,
+    rag_context,
+    rag_search,
+    shares_subject,
+    to_sources,
+    with_named_case,
+    with_warnings,
+)
 from core.diagnosis.steps import diagnosing
 from core.diagnosis.steps.common import add_user, chosen_value, respond
 from core.diagnosis.urgency_rules import KeywordUrgency, is_lamp_question

@@ -13,8 +13,7 @@ from datetime import date
 import pytest
 from diagnosis_fakes import MIRAI, TaskClient, answer
 
-from core.diagnosis import ChatRequest, ChatService, InMemorySessionStore, SessionState
-from core.diagnosis import llm_calls
+from core.diagnosis import ChatRequest, ChatService, InMemorySessionStore, SessionState, llm_calls
 from core.diagnosis.booking_input import date_error, phone_error, requested_day
 from core.diagnosis.interview import booking_symptom, is_vague, narrowed, still_vague
 from core.diagnosis.rag import warning_lines, with_warnings
