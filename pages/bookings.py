@@ -1,5 +1,5 @@
-"""予約管理: bookings made in the diagnosis chat (console or API) — list, filter by status / urgency /
-date, open the conversation, confirm or cancel (cancelling asks first). The list is read a page at a time
+"""予約管理: bookings made in the diagnosis chat (console or API) — list (the most urgent first, or the newest
+first), filter by status / urgency / date, open the conversation, confirm or cancel (cancelling asks first). The list is read a page at a time
 (filters in the database, cached by ``ui.cache`` until a booking changes); the CSV is built on click."""
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ ICONS = {"requested": "🟡", "confirmed": "🟢", "cancelled": "⚪"}
 STATUS = {k: f"{ICONS[k]} {v}" for k, v in STATUS_LABELS.items()}
 URGENCY = {**LEVEL_LABELS, "critical": f"🚨 {LEVEL_LABELS['critical']}"}
 EXPORT_LIMIT = 10_000  # bookings in one CSV
+# the most urgent first by default (🚨 緊急 above 高, issue #24); newest first on request
+ORDERS = {"urgency": "緊急度の高い順", "newest": "受付の新しい順"}
 
 st.title("📅 予約管理")
 provider_caption()
@@ -36,10 +38,12 @@ period = date_col.date_input("受付日", value=(today - timedelta(days=30), tod
 start, end = (period if isinstance(period, (list, tuple)) and len(period) == 2 else (None, None))
 filters = {"status": statuses, "urgency": urgencies, "date_from": start.isoformat() if start else None,
            "date_to": end.isoformat() if end else None}
-offset = pager.current_offset("bk", tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in filters.items()))
-bookings, total = cache.bookings_page(**filters, offset=offset, limit=pager.PAGE_SIZE)
+order = st.radio("並び順", list(ORDERS), format_func=ORDERS.get, horizontal=True, key="bk_order")
+offset = pager.current_offset("bk", tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in filters.items())
+                              + (("order", order),))
+bookings, total = cache.bookings_page(**filters, offset=offset, limit=pager.PAGE_SIZE, order=order)
 if (last := pager.clamp("bk", total)) is not None:
-    bookings, total = cache.bookings_page(**filters, offset=last, limit=pager.PAGE_SIZE)
+    bookings, total = cache.bookings_page(**filters, offset=last, limit=pager.PAGE_SIZE, order=order)
 if not total:
     st.info("条件に合う予約はありません。")
     st.stop()

@@ -106,18 +106,21 @@ def contract_types() -> list[str]:
 
 # ---- 予約管理 -------------------------------------------------------------------------------------------
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
-def _bookings(url: str, stamps: Any, filters: tuple, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+def _bookings(url: str, stamps: Any, filters: tuple, offset: int, limit: int, order: str = "newest"
+              ) -> tuple[list[dict[str, Any]], int]:
     status, urgency, date_from, date_to = filters
     s = get_store(url)
     kwargs = {"status": list(status) or None, "urgency": list(urgency) or None, "date_from": date_from,
               "date_to": date_to}
-    return s.list_bookings(**kwargs, limit=limit, offset=offset), s.count_bookings(**kwargs)
+    return s.list_bookings(**kwargs, limit=limit, offset=offset, order=order), s.count_bookings(**kwargs)
 
 
 def bookings_page(status: list[str], urgency: list[str], date_from: str | None, date_to: str | None, offset: int,
-                  limit: int) -> tuple[list[dict[str, Any]], int]:
-    """One page of bookings (newest first) and how many the filters find."""
-    return _bookings(_url(), stamp("bookings"), (tuple(status), tuple(urgency), date_from, date_to), offset, limit)
+                  limit: int, order: str = "newest") -> tuple[list[dict[str, Any]], int]:
+    """One page of bookings (newest first, or the most urgent first with ``order="urgency"``) and how many
+    the filters find."""
+    return _bookings(_url(), stamp("bookings"), (tuple(status), tuple(urgency), date_from, date_to), offset, limit,
+                     order)
 
 
 # ---- デバッグログ ---------------------------------------------------------------------------------------

@@ -96,11 +96,24 @@ TITLE_WORDS = {"ハンドル": ("ステアリング", "パワステ"), "オイ�
                "水温": ("オーバーヒート",), "オーバーヒート": ("水温",), "煙": ("煙", "焦げ"), "焦げ": ("焦げ", "煙")}
 
 
+# A section about one situation is quoted only when the customer's words are about it: a stall that will
+# not restart is not 「冠水路の走行」 nor 「…緊急停止方法」 (for a car that cannot be stopped); with no
+# section left, the road-service section's steps are shown (issue #24).
+SECTION_CONDITIONS = ((re.compile(r"冠水"), re.compile(r"冠水|浸水|水没|水たまり|水溜|大雨|豪雨|水の中|水に(入|浸|つか)|アンダーパス")),
+                      (re.compile(r"緊急停止"), re.compile(r"止まらな|止められな|止まれな|とまらな|戻らな|もどらな|暴走|"
+                                                        r"加速し(続|つづ)|勝手に加速|アクセル.{0,8}(戻|もど|引っかか|張り付)")))
+
+
+def applies(hit: RagHit, text: str) -> bool:
+    """False for a situation-specific section (:data:`SECTION_CONDITIONS`) the text does not speak of."""
+    return all(when.search(text or "") for title, when in SECTION_CONDITIONS if title.search(hit.section))
+
+
 def emergency_section(hits: Sequence[RagHit], text: str) -> RagHit | None:
     """The danger or warning section that fits ``text`` best: retrieval score, plus the title naming
     the customer's words (or the manual's word for them: ハンドル → ステアリング) or the lamp they named,
-    a danger section slightly first; None when there is neither kind."""
-    candidates = [h for h in hits if h.content_type in ("danger", "warning")]
+    a danger section slightly first; None when there is neither kind (or none that applies)."""
+    candidates = [h for h in hits if h.content_type in ("danger", "warning") and applies(h, text)]
     if not candidates:
         return None
     named = set(lamps_named(text))
@@ -148,9 +161,11 @@ def emergency_answer(ctx: DiagnosisContext, vehicle_id: str | None, text: str, r
 TYPED_CRITICAL_PROBABILITY = 0.5
 
 
-def is_emergency(ctx: DiagnosisContext, text: str | None) -> KeywordUrgency | None:
+def is_emergency(ctx: DiagnosisContext, text: str | None, context: str | None = None) -> KeywordUrgency | None:
     """The urgency of ``text`` typed at a button step when it is critical: the rules say so, or the
-    learned layer is sure of it (:data:`TYPED_CRITICAL_PROBABILITY`) and the text names a symptom."""
+    learned layer is sure of it (:data:`TYPED_CRITICAL_PROBABILITY`) and the text names a symptom —
+    also when read after ``context`` (the symptom under discussion): a reply such as 「高速道路を走った
+    あとに特に悪い」 about poor fuel economy is not an emergency because, alone, it resembles one."""
     if not text or not has_japanese(text):
         return None
     keyword = ctx.rules.check(text)
@@ -162,5 +177,10 @@ def is_emergency(ctx: DiagnosisContext, text: str | None) -> KeywordUrgency | No
         return None
     if not any(SYMPTOM_WORD.search(form) for form in variants(strip_denials(text).kept)):
         return None
+    if context and context.strip() and context.strip() not in text:
+        joined = classify(f"{context.strip()} {text}")
+        joined_learned = joined.learned if joined is not None else None
+        if joined_learned is not None and joined_learned.probabilities.get("critical", 0.0) < TYPED_CRITICAL_PROBABILITY:
+            return None
     fused = fuse(keyword, semantic)
     return fused if fused.is_critical else None

@@ -4,7 +4,10 @@ plain-text tasks, ``core.engine.text_call``), tagged for the debug log.
 Every function returns a result object and never raises: a failed call is ``ok=False`` / ``None``
 and the caller shows a safe fallback message.
 
-:func:`rag_answer` is seed 000 §10's answer call: after retrieval, RAG_ANSWER_PROMPT
+:func:`query` is seed 000 §10's ``RAGService.query(symptom, vehicle_id, make, model, year)``: the one
+service behind every answer that quotes the manual as its answer (the diagnostic ``provide_answer``,
+information and lamp questions): the manual search (score > 0.3, the session's vehicle), then
+:func:`rag_answer`. :func:`rag_answer` is its answer call: after retrieval, RAG_ANSWER_PROMPT
 (``prompts/rag_answer.md``) over the cited sections, or NO_RAG_ANSWER_PROMPT
 (``prompts/no_rag_answer.md``) when none is left, schema-checked (``schemas/rag_answer.schema.json``)
 and repaired like every other call; its sources are checked against what was retrieved.
@@ -16,7 +19,15 @@ from typing import Any
 from core.debuglog import CallTags
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import SessionState
-from core.diagnosis.rag import MAX_QUERY_CHARS, RagAnswer, RagHit, grounded_sources, rag_context, relative_cut
+from core.diagnosis.rag import (
+    MAX_QUERY_CHARS,
+    RagAnswer,
+    RagHit,
+    grounded_sources,
+    rag_context,
+    rag_search,
+    relative_cut,
+)
 from core.engine import structured_call, text_call
 from core.prompts import load_prompt, render
 from core.results import StructuredResult
@@ -86,3 +97,17 @@ def rag_answer(ctx: DiagnosisContext, session: SessionState, question: str, hits
         return RagAnswer(ok=False, error_type=result.error_type)
     sources = grounded_sources(result.data, cited) if cited else []
     return RagAnswer(ok=True, answer=result.data["answer"].strip(), sources=sources, grounded=bool(sources))
+
+
+def query(ctx: DiagnosisContext, session: SessionState, symptom: str, *, hits: list[RagHit] | None = None,
+          step: str = "diagnosing", preferred: RagHit | None = None) -> RagAnswer:
+    """Seed 000 §10 ``query(symptom, vehicle_id, make, model, year)`` → ``{answer, sources}``: the
+    session vehicle's manual searched for ``symptom`` (or the ``hits`` the step already has for it),
+    then the answer call over them. Never raises (``ok`` False when the call failed)."""
+    if hits is None:
+        hits = rag_search(ctx, symptom, session.vehicle_id, make=None if session.vehicle_id else session.make,
+                          model=None if session.vehicle_id else session.model,
+                          year=None if session.vehicle_id else session.year)
+    answer = rag_answer(ctx, session, symptom, list(hits), step=step, preferred=preferred)
+    answer.hits = list(hits)
+    return answer

@@ -124,6 +124,7 @@ class SessionState(BaseModel):
     spec_check_shown: bool = False
     booking_type: str | None = None
     booking_data: dict[str, str] = Field(default_factory=dict)
+    booking_number: str | None = None  # the reception number told to the customer when the booking is confirmed
     # --- beyond the seed table: what the flow carries between requests ---
     urgency_reasons: list[str] = Field(default_factory=list)
     asked_topics: list[str] = Field(default_factory=list)

@@ -10,6 +10,16 @@ means no hits, never an exception. Queries are read up to ``MAX_QUERY_CHARS`` ch
 the symptoms they deny, and expanded by reading when the retriever can (kana and homophone slips
 reach the manual's own words).
 
+Ranking: a section whose whole title the question names (「スマートキーの電池交換の方法は？」 → 「スマート
+キーの電池交換」, 「エンジン警告灯がついた」 → 「エンジン警告灯（チェックエンジン）」, the bracketed part aside)
+gains :data:`TITLE_BONUS`, so a sibling that merely shares a word (「スマートキーが反応しないときの始動
+方法」, 「充電警告灯」) no longer outranks it. When no chunk passes ``keep_score``, a chunk
+above half of it that contains a distinctive word of the query verbatim (「ジャッキアップ」) is kept
+(:func:`_literal_rescue`): a rare word the fused score underrates still finds its section.
+
+:func:`warning_lines` is a section's ⚠ warnings and cautions, which an answer quoting that section
+must carry (seed 000 §3's safety gate applied to information answers too).
+
 Citation hygiene lives here, in one place:
 
 * :func:`relative_cut` — citations drop hits scoring below ``CITATION_RATIO`` × the top score
@@ -46,6 +56,9 @@ DANGER_TYPES = frozenset({"danger", "warning"})
 CITATION_RATIO = 0.7
 EXCERPT_CHARS = 200  # citation excerpt: whole sentences up to about this many characters
 MAX_QUERY_CHARS = 1000  # a query longer than this is searched by its beginning
+TITLE_BONUS = 0.3  # added when every word of the section's title is in the query
+RESCUE_MIN_CHARS = 4  # a verbatim query word that can rescue a low-scoring section: katakana / kanji run this long
+WARNING_CHARS = 360
 _SENTENCE = re2.compile(r"[^。！？!?\n]+(?:[。！？!?]+|\n|$)|[。！？!?]+")
 
 
@@ -104,11 +117,17 @@ class VehicleFilter:
         return True
 
 
+# Sound words that spell a part's name: 「キーキー」 is a squeal, not the key (「スマートキー」), 「カチカチ」 a click.
+# They are searched as what they describe (issue #26: a brake squeal once found the smart-key section).
+_SOUND_WORD = re2.compile(r"(キー|きー|キィ|きぃ){2,}ッ?|キーッ|きーっ|キィー|キュッ|きゅっ|キュルキュル|きゅるきゅる")
+
+
 def _query_text(query: str) -> str:
     """What is searched: the query without the symptoms it denies (「警告灯は点いていないけど」 must not
-    find the warning-lamp sections), capped."""
+    find the warning-lamp sections), with sound words read as sounds (:data:`_SOUND_WORD`), capped."""
     query = (query or "").strip()[:MAX_QUERY_CHARS]
-    return strip_denials(query).kept or query
+    query = strip_denials(query).kept or query
+    return _SOUND_WORD.sub(lambda _: " 鳴き 金属音 ", query).strip()  # (re2: a str replacement is bytes)
 
 
 _CONTENT_WORD = re2.compile(r"[\p{Han}\p{Katakana}ー]{2,}|[A-Za-z0-9]{2,}")
@@ -156,19 +175,97 @@ def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, mak
                     chunks += list(retriever.search(text, vehicle_id=vid, n_results=ctx.thresholds.n_results))
                 except Exception as exc:  # noqa: BLE001 - retrieval failure = no excerpts
                     logger.warning("manual search failed: %s", exc)
-        chunks.sort(key=lambda c: -float((c.get("score") if isinstance(c, dict) else getattr(c, "score", 0)) or 0))
+        asked = tokens(query)
+        found = [_titled(_hit_from(chunk), asked) for chunk in chunks if vehicles.allows(chunk)]
+        found.sort(key=lambda h: -h.score)
         seen: set[str] = set()
-        for chunk in chunks:
-            if not vehicles.allows(chunk):
-                continue
-            hit = _hit_from(chunk)
+        for hit in found:
             if hit.score <= ctx.thresholds.keep_score or hit.section_id in seen:
                 continue
             seen.add(hit.section_id)
             hits.append(hit)
+        if not hits:
+            hits = _literal_rescue(found, query, ctx.thresholds.keep_score)
         hits = sorted(hits, key=lambda h: -h.score)[:ctx.thresholds.n_results]
     ctx.rag_cache[key] = hits
     return list(hits)
+
+
+def _title_words(title: str) -> set[str]:
+    return tokens(re2.sub(r"（[^）]*）|\([^)]*\)", "", title or ""))
+
+
+def _titled(hit: RagHit, asked: set[str]) -> RagHit:
+    """``hit`` with :data:`TITLE_BONUS` added when the query names its whole title."""
+    words = _title_words(hit.section)
+    if not words or not asked:
+        return hit
+    if words <= asked:
+        hit.score = round(hit.score + TITLE_BONUS, 4)
+    return hit
+
+
+_DISTINCT = re2.compile(rf"[\p{{Katakana}}ー]{{{RESCUE_MIN_CHARS},}}|\p{{Han}}{{{RESCUE_MIN_CHARS - 1},}}")
+
+
+def _literal_rescue(found: list[RagHit], query: str, keep_score: float) -> list[RagHit]:
+    """The best chunk above half of ``keep_score`` whose text has a distinctive query word verbatim."""
+    words = [w for w in _DISTINCT.findall(query or "")]
+    for hit in found:
+        if hit.score > keep_score / 2 and any(w in hit.text for w in words):
+            return [hit]
+    return []
+
+
+_ITEM_LINE = re2.compile(r"^(?:・|[0-9０-９]{1,2}[\.．、)）]|[①-⑳]|【)")
+
+
+def warning_lines(text: str, limit: int = WARNING_CHARS) -> str:
+    """The section's ⚠ blocks: each 「⚠警告」/「⚠注意」 line with what it announces — the sentence right
+    under a bare header, then its 「・」 items, numbered steps and 【…】 headings (with the sentence under
+    a heading) — within ``limit`` characters (whole lines); empty when the section has none."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    picked: list[str] = []
+    size = 0
+    block = False
+    previous = ""
+    for line in lines:
+        if line.startswith("⚠"):
+            block, entry = True, line
+        elif block and (_ITEM_LINE.match(line) or previous.startswith(("⚠", "【"))):
+            entry = line
+        else:
+            block = False
+            previous = line
+            continue
+        previous = line
+        if size + len(entry) > limit:
+            break
+        picked.append(entry)
+        size += len(entry)
+    return "\n".join(picked)
+
+
+def with_warnings(message: str, hit: RagHit | None) -> str:
+    """``message`` with the ⚠ warnings and cautions of the section it answers from (``hit``) that it
+    does not already carry, under the section's citation."""
+    if hit is None:
+        return message
+    said = _normal(message)
+    missing = [line for line in warning_lines(hit.text).splitlines() if _normal(line) not in said]
+    if not missing:
+        return message
+    block = "\n".join(missing)
+    return f"{message.rstrip()}\n\n取扱説明書「{hit.section}」の警告・注意:\n{block}\n{citation(hit.section, hit.page)}"
+
+
+def shares_subject(hit: RagHit, question: str) -> bool:
+    """Does the section speak of the question's subject: a word of the question other than kana
+    (「4WD」「ジャッキ」「給油」) in its title or text?"""
+    asked = {w for w in tokens(question) if re2.fullmatch(r"[\p{Han}\p{Katakana}ー]{2,}|[A-Za-z0-9]{2,}", w)}
+    if not asked:
+        return True
+    return bool(asked & tokens(f"{hit.section}\n{hit.text}"))
 
 
 def rag_search_many(ctx: DiagnosisContext, queries: list[str], vehicle_id: str | None, limit: int = 8) -> list[RagHit]:
@@ -292,6 +389,7 @@ class RagAnswer:
     sources: list[RagSource] | None = None
     grounded: bool = False  # True when made with RAG_ANSWER_PROMPT from retrieved sections
     error_type: str | None = None
+    hits: list[RagHit] | None = None  # what the search found (set by ``llm_calls.query``)
 
 
 def _normal(text: str) -> str:
@@ -329,6 +427,28 @@ def _title_share(question_tokens: set[str], title: str) -> float:
     return len(words & question_tokens) / len(words) if words else 0.0
 
 
+_HOW_TO = re2.compile(r"やり方|やりかた|方法|手順|仕方|しかた|どうやって|どうすれば|どうしたら|交換|入れ方|使い方")
+_STEP_LINE = re2.compile(r"^(?:[0-9０-９]{1,2}[\.．、)）]|[①-⑳])")
+PROCEDURE_CHARS = 600
+
+
+def procedure_lines(text: str, limit: int = PROCEDURE_CHARS) -> list[str]:
+    """The section's first run of numbered steps with the line just before it (what the steps need:
+    「使用電池：リチウム電池 CR2032」), within ``limit`` characters; empty when it has none."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if _STEP_LINE.match(line)), None)
+    if start is None:
+        return []
+    picked = [lines[start - 1]] if start > 0 and not lines[start - 1].startswith("⚠") else []
+    size = sum(len(p) for p in picked)
+    for line in lines[start:]:
+        if not _STEP_LINE.match(line) or size + len(line) > limit:
+            break
+        picked.append(line)
+        size += len(line)
+    return picked
+
+
 def offline_answer(request: Any) -> dict[str, Any]:
     """Offline policy of the ``rag_answer`` task: the whole sentences of the best section (score, plus
     a bonus for title words in the question) that answer the question (``core.text.quoting``), with the
@@ -346,6 +466,8 @@ def offline_answer(request: Any) -> dict[str, Any]:
     lines = quote(top["text"], question, limit=2)
     if not lines:
         return {"answer": NO_RECORD_ANSWER, "sources": []}
+    if _HOW_TO.search(question):  # a how-to question is answered with the section's steps
+        lines += [line for line in procedure_lines(top["text"]) if line not in lines]
     quoted = join(lines)
     answer = f"取扱説明書「{top['section']}」（p.{top['page']}）には、次のように記載されています。\n{quoted}"
     return {"answer": answer, "sources": [{"section_id": top["section_id"], "section": top["section"],

@@ -1,7 +1,8 @@
 """Scenario-runner adapter for the diagnosis flow (``core.eval`` contract).
 
 ``run_scenario(scenario, client, log)`` selects ``scenario["vehicle"]`` (the catalog's first vehicle
-when omitted), confirms the photo, plays ``turns`` — ``{message}``, ``{action, value}``,
+when omitted), confirms the photo (unless ``confirm_photo: false``: the turns start at the photo
+confirmation, as an API client that types its symptom right away does), plays ``turns`` — ``{message}``, ``{action, value}``,
 ``{rewind: N}`` — and returns the final observable state::
 
     {"step", "urgency", "can_drive", "citations": [section_id of the last response's rag_sources],
@@ -80,8 +81,9 @@ def run_scenario(scenario: dict[str, Any], client: Any, log: list, *, retriever:
     vehicle = scenario.get("vehicle") or ctx.catalog[0].vehicle_id
     response = send(ChatRequest(session_id=sid, action="select_vehicle", action_value=vehicle),
                     {"action": "select_vehicle", "value": vehicle})
-    response = send(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"),
-                    {"action": "confirm_photo", "value": "yes"})
+    if scenario.get("confirm_photo", True):
+        response = send(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"),
+                        {"action": "confirm_photo", "value": "yes"})
     for turn in scenario.get("turns") or []:
         if "rewind" in turn:
             request = ChatRequest(session_id=sid, rewind_to_turn=int(turn["rewind"]))

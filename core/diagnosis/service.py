@@ -29,6 +29,7 @@ from core.text.input_gate import check as check_input
 logger = logging.getLogger(__name__)
 
 EXPIRED_NOTICE = "前回の問診は有効期限が切れたため、最初からやり直します。"
+UNKNOWN_NOTICE = "指定された問診（session_id）は見つかりません。新しい問診を始めます。"
 
 
 def _gate(session: SessionState, request: ChatRequest) -> ChatResponse | None:
@@ -82,7 +83,10 @@ class ChatService:
         session = self.store.get(request.session_id)
         if session is None:
             session = self.store.create()
-            notice = EXPIRED_NOTICE if request.session_id else None
+            notice = None
+            if request.session_id:
+                expired = getattr(self.store, "expired", None)
+                notice = EXPIRED_NOTICE if expired is not None and expired(request.session_id) else UNKNOWN_NOTICE
             response = vehicle_prompt(session, ctx, notice=notice)
             self.store.update(session)
             if request.session_id or not (request.message or request.action):

@@ -14,6 +14,7 @@ from core.diagnosis.models import SessionState
 from core.ids import new_id
 
 DEFAULT_TTL_SECONDS = 60 * 60
+MAX_EXPIRED_IDS = 10_000  # expired ids remembered by the in-memory store
 
 
 @runtime_checkable
@@ -26,6 +27,9 @@ class SessionStore(Protocol):
 
     def delete(self, session_id: str) -> None: ...
 
+    # optional: ``expired(session_id) -> bool`` tells an expired session from an id never issued
+    # (the service's notice says which; a store without it reports every missing id as unknown)
+
 
 class InMemorySessionStore:
     """A dict of sessions; one expires ``ttl_seconds`` after its last update."""
@@ -36,6 +40,7 @@ class InMemorySessionStore:
         self.clock = clock
         self.max_diagnostic_turns = max_diagnostic_turns
         self._sessions: dict[str, SessionState] = {}
+        self._expired_ids: dict[str, None] = {}  # recently expired ids (bounded), to tell them from unknown ones
         self._lock = threading.Lock()
 
     def _expired(self, session: SessionState) -> bool:
@@ -46,6 +51,7 @@ class InMemorySessionStore:
             dead = [sid for sid, s in self._sessions.items() if self._expired(s)]
             for sid in dead:
                 del self._sessions[sid]
+                self._remember_expired(sid)
         return len(dead)
 
     def create(self) -> SessionState:
@@ -65,8 +71,22 @@ class InMemorySessionStore:
                 return None
             if self._expired(session):
                 del self._sessions[session_id]
+                self._remember_expired(session_id)
                 return None
             return session.model_copy(deep=True)
+
+    def _remember_expired(self, session_id: str) -> None:
+        self._expired_ids[session_id] = None
+        while len(self._expired_ids) > MAX_EXPIRED_IDS:
+            self._expired_ids.pop(next(iter(self._expired_ids)))
+
+    def expired(self, session_id: str | None) -> bool:
+        """Was ``session_id`` a session that expired (rather than an id this store never issued)?"""
+        with self._lock:
+            if session_id in self._expired_ids:
+                return True
+            session = self._sessions.get(session_id or "")
+            return session is not None and self._expired(session)
 
     def update(self, session: SessionState) -> None:
         session.updated_at = self.clock()

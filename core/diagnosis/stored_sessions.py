@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from core.diagnosis.interview import booking_symptom
 from core.diagnosis.models import ChatStep, SessionState
 from core.ids import new_id
 from core.store.store import Store
@@ -53,6 +54,16 @@ class StoredSessionStore:
             return None
         return session
 
+    def expired(self, session_id: str | None) -> bool:
+        """Was ``session_id`` a diagnosis session that expired (rather than an id never issued)?"""
+        conversation = self.store.get_conversation(session_id) if session_id else None
+        if conversation is None or conversation["flow"] != "diagnosis":
+            return False
+        if conversation["status"] == "expired":
+            return True
+        dump = (conversation.get("state") or {}).get("session") or {}
+        return self.clock() - float(dump.get("updated_at") or 0) > self.ttl_seconds
+
     def update(self, session: SessionState) -> None:
         session.updated_at = self.clock()
         title = None
@@ -68,8 +79,8 @@ class StoredSessionStore:
                 session.session_id, booking_type=session.booking_type, contact=session.booking_data,
                 vehicle_id=session.vehicle_id, vehicle_label=" ".join(str(p) for p in (session.make, session.model,
                                                                                         session.year) if p),
-                urgency=session.urgency_level, can_drive=session.can_drive, symptom=session.symptom_text,
-                actor=self.owner)
+                urgency=session.urgency_level, can_drive=session.can_drive, symptom=booking_symptom(session),
+                actor=self.owner, number=session.booking_number)
         self.store.update_conversation(session.session_id, merge_state={"session": session.model_dump(mode="json")},
                                        title=title, status=status, fence=token, hold=hold)
 

@@ -177,6 +177,25 @@ def is_how_to(text: str | None) -> bool:
     return _how_to_forms(variants(strip_denials(text).kept))
 
 
+# 「このランプは何の意味？」「エンジン警告灯とは」: a question about what a lamp means …
+LAMP_MEANING = re.compile(r"(何|なん|ナン|なに|ナニ)(の|を|ノ|ヲ)?(意味|イミ|マーク|ランプ|表示|ひょうじ)|意味|いみ|イミ|とは|トハ|"
+                          r"って(何|なに|なん)|ッテ(何|ナニ|ナン)|どういう|ドウイウ|何のこと|なんのこと")
+# … with no lamp reported lit, flashing or showing now
+LAMP_STATE = re.compile(r"点い|つい|ツイ|付い|点灯|点滅|光っ|光る|ひかっ|ヒカッ|出た|でた|出て|でて|消えな|きえな|チカチカ|ちかちか|"
+                        r"ピカピカ|ぴかぴか|(?<!警告)(?<!表示)灯っ|ともっ|つきっぱなし|点きっぱなし")
+
+
+def is_lamp_question(text: str) -> bool:
+    """A question about what a lamp means, with no lamp said to be lit (「エンジン警告灯って何を意味するの？」)."""
+    return bool(LAMP_MEANING.search(text or "")) and not LAMP_STATE.search(text or "")
+
+
+def is_lamp_rule(rule_id: str) -> bool:
+    """A rule about a lit lamp (「…_warning」, the generic lamp rule): a question about what a lamp
+    means, with no lamp reported lit, is not that symptom."""
+    return rule_id.endswith("_warning") or rule_id.startswith("warning_light") or rule_id == "brake_warning_red"
+
+
 def _how_to_forms(forms: list[str]) -> bool:
     """:func:`is_how_to` on the text's :func:`variants`. A bare 「ない」 that only a negation rewrite
     put there (「こうかん ほうほう」 read as dialect 「こうかない」) is not a symptom word."""
@@ -211,11 +230,14 @@ class UrgencyRules:
         if not written:
             return KeywordUrgency()
         question = _how_to_forms(written)
+        lamp_question = question or any(is_lamp_question(f) for f in written)
         forms = list(dict.fromkeys(f.translate(_HIRAGANA) for f in written))
         for level in LEVELS:
             if level == "critical" and question:
                 continue  # a risky word that is only the topic of a how-to question
             for rule in (r for r in self.rules if r.level == level):
+                if lamp_question and is_lamp_rule(rule.id):
+                    continue  # 「この警告灯は何の意味？」 asks about a lamp: the manual's lamp table answers it
                 if any(p.search(form) for p in rule.patterns for form in forms):
                     info = self.level_info.get(level, {})
                     can_drive = rule.can_drive if rule.can_drive is not None else info.get("can_drive")

@@ -13,12 +13,15 @@ import secrets
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from core.store import tables as t
 from core.store.base import BOOKING_STATUSES, dumps, loads, require, who
 
+# 予約管理's triage order: the most urgent first (🚨 緊急 above 高), newest first within a level
+URGENCY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
+BOOKING_ORDERS = ("newest", "urgency")
 NUMBER_ATTEMPTS = 8  # draws of a booking number before giving up (2^-24 a clash each, within one day)
 
 
@@ -37,16 +40,18 @@ class BookingsStore:
 
     def create_booking(self, conversation_id: str | None, *, booking_type: str, contact: Mapping[str, Any],
                        vehicle_id: str | None = None, vehicle_label: str = "", urgency: str | None = None,
-                       can_drive: bool | None = None, symptom: str = "", actor: Any = None) -> str:
+                       can_drive: bool | None = None, symptom: str = "", actor: Any = None,
+                       number: str | None = None) -> str:
         """A new booking (status ``requested``); the same conversation submitting the same form again, or
         at the same moment from another process, gets the first booking's number back (see the module
-        docstring)."""
+        docstring). ``number``: the reception number already told to the customer (used unless taken)."""
         user_id, label, _, _ = who(actor)
         contact_json = dumps(dict(contact))
         key = form_key(conversation_id, booking_type, contact_json)
         live = and_(t.bookings.c.form_key == key, t.bookings.c.status != "cancelled")
+        wanted = number
         for _ in range(NUMBER_ATTEMPTS):
-            number = new_booking_number()
+            number, wanted = (wanted or new_booking_number()), None
             try:
                 with self._write() as conn:
                     if key is not None:
@@ -78,12 +83,18 @@ class BookingsStore:
 
     def list_bookings(self, *, status: Sequence[str] | None = None, urgency: Sequence[str] | None = None,
                       date_from: str | None = None, date_to: str | None = None,
-                      conversation_id: str | None = None, limit: int = 500, offset: int = 0) -> list[dict[str, Any]]:
-        """Newest first, ``limit`` rows from ``offset``. ``date_from`` / ``date_to`` are ISO dates (UTC,
-        inclusive)."""
+                      conversation_id: str | None = None, limit: int = 500, offset: int = 0,
+                      order: str = "newest") -> list[dict[str, Any]]:
+        """Newest first (``order="urgency"``: critical, high, medium, low, none, then newest first within
+        each), ``limit`` rows from ``offset``. ``date_from`` / ``date_to`` are ISO dates (UTC, inclusive)."""
+        if order not in BOOKING_ORDERS:
+            raise ValueError(f"unknown booking order: {order!r} (known: {', '.join(BOOKING_ORDERS)})")
         c = t.bookings.c
+        keys = [c.created_at.desc(), c.id.desc()]
+        if order == "urgency":
+            keys.insert(0, case(URGENCY_ORDER, value=c.urgency, else_=len(URGENCY_ORDER)))
         stmt = (select(t.bookings).where(*_bookings_where(status, urgency, date_from, date_to, conversation_id))
-                .order_by(c.created_at.desc(), c.id.desc()).limit(limit).offset(max(0, int(offset))))
+                .order_by(*keys).limit(limit).offset(max(0, int(offset))))
         with self._read() as conn:
             return [{**row._asdict(), "contact": loads(row.contact, {})} for row in conn.execute(stmt)]
 

@@ -112,10 +112,10 @@ def test_an_api_session_is_what_the_console_shows(api, db_url):
     assert data["prompt"]["type"] == "booking_form" and data["updated_at"] >= data["created_at"]
 
 
-def test_unknown_session_id_starts_a_new_session_with_the_expired_notice(api, db_url):
+def test_unknown_session_id_starts_a_new_session_saying_it_is_unknown(api, db_url):
     r = post(api, session_id="no-such-session", message="こんにちは")
     assert r["session_id"] != "no-such-session" and r["current_step"] == "vehicle_id"
-    assert "有効期限" in r["notice"]
+    assert "見つかりません" in r["notice"] and "有効期限" not in r["notice"]  # never issued: unknown, not expired
     assert Store(db_url).get_conversation(r["session_id"])["flow"] == "diagnosis"
     assert post(api, session_id=r["session_id"], action="select_vehicle", action_value=MIRAI)["current_step"] == "photo_confirm"
 

@@ -26,6 +26,8 @@ def bookings() -> AppTest:
 def test_bookings_are_read_one_page_at_a_time_and_the_selection_stays_on_its_booking():
     numbers = seed(75)
     at = bookings()
+    assert set(at.dataframe[0].value["緊急度"][:25]) == {"🚨 緊急"}  # the most urgent first by default (issue #24)
+    at.radio(key="bk_order").set_value("newest").run()
     assert list(at.dataframe[0].value["予約番号"]) == numbers[::-1][:50]
     assert any(c.value.startswith("1–50 / 75 件") for c in at.caption)
     at.session_state["bk_table"] = {"selection": {"rows": [3], "columns": []}}

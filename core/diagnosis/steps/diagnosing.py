@@ -21,6 +21,7 @@ N-th answer (what was on screen), so ``rewind_to_turn=N`` lets the user answer t
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Sequence
 
@@ -48,6 +49,7 @@ from core.diagnosis.guards import (
     is_waiting_message,
     raise_for_coverage,
 )
+from core.diagnosis.interview import NOT_RESOLVED_INPUT, SPEC_FEEDBACK_INPUTS, narrowed, still_vague, vague_kind
 from core.diagnosis.models import (
     ChatRequest,
     ChatResponse,
@@ -91,6 +93,8 @@ from core.diagnosis.urgency_semantic import (
 )
 from core.vehicles import find_vehicle
 
+logger = logging.getLogger(__name__)
+
 ASK_SYMPTOM_MESSAGE = "症状について教えてください。"
 FREE_INPUT_MESSAGE = "ご自身の言葉で、状況をできるだけ具体的に入力してください。"
 NORMAL_STATEMENT = re.compile(r"故障ではありません|異常ではありません|正常な(現象|動作|作動|制御)です|心配ありません")
@@ -105,9 +109,6 @@ RESTRICT_TOPIC_LINE = ("直前の質問トピック「{topic}」はお客様の�
                        "症状に直接関係する内容だけを質問してください。")
 FORCE_ANSWER_LINE = ("待ちメッセージ（「まとめます」「お待ちください」など）は禁止です。"
                      "今ある情報で provide_answer として原因の候補と対処を回答してください。")
-SPEC_FEEDBACK_INPUTS = {"not_resolved": "仕様の説明を確認しましたが、解決していません。",
-                        "already_tried": "説明された内容はすでに試しましたが、解決していません。"}
-NOT_RESOLVED_INPUT = "提案された対処を試しましたが、解決しませんでした。"
 
 
 # --- A. rewind -------------------------------------------------------------------------------------
@@ -166,6 +167,7 @@ def handle_diagnosing(session: SessionState, request: ChatRequest, ctx: Diagnosi
         judgment = choice_from_text(ctx, session, request.message, RESOLUTION_CHOICES)
         if judgment and judgment.value:
             return handle_resolved(session, judgment.value, ctx, judgment=judgment)
+        return _resolution_reply(session, request.message.strip(), ctx)
     user_input = request.message or ""
     if action == ANSWER:
         if value == FREE_INPUT:
@@ -177,6 +179,34 @@ def handle_diagnosing(session: SessionState, request: ChatRequest, ctx: Diagnosi
     if not user_input.strip():
         return respond(session, PromptInfo(type="text", message=ASK_SYMPTOM_MESSAGE), record=False)
     return run_turn(session, user_input.strip(), ctx, judgment=judgment)
+
+
+RESOLUTION_FOLLOW_UP = ("「{text}」とのこと、承知しました。先ほどご案内した{source}の内容で解決しない点や、新しく気づいたこと"
+                        "（いつ・どこで・どんな様子か）があれば教えてください。")
+
+
+def _resolution_reply(session: SessionState, text: str, ctx: DiagnosisContext) -> ChatResponse:
+    """Free text typed in reply to 「この内容で解決しましたか？」 that is none of its buttons: read as what
+    the customer says (a new detail, a doubt) by the interview, without the failed button judgment; when
+    that would only show the same answer again, a short follow-up question is asked instead."""
+    answers = [m["content"] for m in session.conversation_history
+               if m.get("role") == "assistant" and m.get("content", "").endswith(RESOLUTION_QUESTION)]
+    shown = {_answer_text(a) for a in answers[-2:]}  # the answer, or the answer before this follow-up
+    response = run_turn(session, text, ctx)
+    if _answer_text(response.prompt.message) not in shown:
+        return response
+    if session.conversation_history and session.conversation_history[-1].get("role") == "assistant":
+        session.conversation_history.pop()  # the repeated answer is not said twice
+    source = (f"取扱説明書「{session.last_rag_sources[0].section}」" if session.last_rag_sources else "取扱説明書")
+    message = f"{RESOLUTION_FOLLOW_UP.format(text=text[:60], source=source)}\n\n{RESOLUTION_QUESTION}"
+    prompt = PromptInfo(type="single_choice", message=message, choices=[c.model_copy() for c in RESOLUTION_CHOICES],
+                        action=RESOLVED)
+    return respond(session, prompt, pending_kind="resolution", rag_sources=session.last_rag_sources)
+
+
+def _answer_text(message: str) -> str:
+    """A message without its closing question, whitespace folded: what is compared for a repeat."""
+    return "".join(message.replace(RESOLUTION_QUESTION, "").split())
 
 
 # --- D. main loop ----------------------------------------------------------------------------------
@@ -240,9 +270,12 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     add_user(session, user_input)
     session.diagnostic_turn += 1
 
-    # D3 keyword urgency over every input
-    keyword = ctx.rules.check_many(session.collected_symptoms)
-    for reason in keyword.reasons:  # shown as "判断の理由" if the flow ends in a reservation
+    # D3 keyword urgency over every input (after a vague first line, over what the answers narrowed it to)
+    described = narrowed(session.collected_symptoms)
+    symptom = described[0] if described != session.collected_symptoms else session.symptom_text
+    vague = still_vague(session.collected_symptoms, ctx.rules.check(session.collected_symptoms[0]).rule_ids)
+    keyword = ctx.rules.check_many(described)
+    for reason in [] if vague else keyword.reasons:  # shown as "判断の理由" if the flow ends in a reservation
         if reason not in session.urgency_reasons:
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
@@ -253,12 +286,12 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
         return handle_urgency_check(session, None, ctx, lead="問診の上限回数に達したため、緊急度を評価して点検をご案内します。")
 
     # D4 RAG, then the rules fused with the semantic layer and the sections' markers
-    hits = with_named_case(ctx, rag_search_many(ctx, [_query(session, user_input), session.symptom_text], session.vehicle_id),
-                           session.symptom_text, session.vehicle_id)
+    queries = [symptom, _query(session, user_input)] if symptom != session.symptom_text else [
+        _query(session, user_input), session.symptom_text]
+    hits = with_named_case(ctx, rag_search_many(ctx, queries, session.vehicle_id), symptom, session.vehicle_id)
     sources = to_sources(hits)
-    keyword = confirm_by_conversation(assess(ctx.rules, session.collected_symptoms, session.symptom_text, hits),
-                                      session.asked_topics, hits)
-    for reason in keyword.reasons:
+    keyword = confirm_by_conversation(assess(ctx.rules, described, symptom, hits), session.asked_topics, hits)
+    for reason in [] if vague else keyword.reasons:
         if reason not in session.urgency_reasons:
             session.urgency_reasons.append(reason)
     if keyword.is_critical:
@@ -274,8 +307,14 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     # D7-D9 prompt, call, parse
     result = _call(ctx, session, hits, keyword, user_input)
     if not result.ok:
+        # seed 000 §12: logger.error (the error's type and the session, never the customer's text)
+        logger.error("LLM diagnostic call failed: session=%s turn=%d error=%s provider_error=%s attempts=%d",
+                     session.session_id, session.diagnostic_turn, result.error_type, result.provider_error,
+                     result.attempts)
         return _fallback(session, sources, judgment, keyword)
     data: dict[str, Any] = dict(result.data)
+    if vague:
+        data = _interview_question(data, vague_kind(session.collected_symptoms[0]) or "noise")
 
     # D10 topic relevance → one re-call with a topic restriction
     context_text = " ".join(h.section + " " + h.text for h in hits)
@@ -349,8 +388,8 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
                        judgment=judgment)
     if action == "provide_answer":  # §10: the manual's answer and its sources are shown with it
         named = [h for h in hits if h.section and h.section in data["message"]]  # the section the answer cites
-        rag = llm_calls.rag_answer(ctx, session, _query(session, user_input),
-                                   named + [h for h in hits if h not in named], preferred=named[0] if named else None)
+        rag = llm_calls.query(ctx, session, _query(session, user_input), hits=named + [h for h in hits if h not in named],
+                              preferred=named[0] if named else None)
         response = _provide_answer(session, data, flag, merge_sources(rag.sources if rag.ok else None, sources), ctx,
                                    judgment)
         response.rag_answer = rag.answer if rag.ok else None
@@ -366,6 +405,26 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if not any(f"「{c.section}」" in data["message"] for c in cited):  # no section quoted: the one named first
         cited = _named_first(cited, session.symptom_text)
     return respond(session, prompt, pending_kind="question", rag_sources=cited, judgment=judgment)
+
+
+VAGUE_QUESTIONS = {
+    "noise": ("異音が出るタイミング", "どんなときに、どのあたりから聞こえる音ですか？（例: ブレーキを踏んだとき・前のほうから）",
+              ["ブレーキを踏んだとき", "走り出し・加速するとき", "ハンドルを切ったとき", "一定の速度で走っているとき"]),
+    "vibration": ("振動が出る条件", "振動はどんなときに感じますか？",
+                  ["特定の速度で走っているとき", "ブレーキを踏んだとき", "停車中（アイドリング中）", "段差を越えたとき"]),
+    "lamp": ("点灯している警告灯の種類", "メーターに出ている警告灯（ランプ）は、何色で、どんな形のマークですか？",
+             ["赤色のマーク", "黄色・オレンジ色のマーク", "緑色・青色の表示"]),
+}
+
+
+def _interview_question(data: dict[str, Any], kind: str) -> dict[str, Any]:
+    """While the first description is vague: a question about it, never an answer or a rating (a model's
+    or the offline policy's answer becomes the kind's question; its question is kept, without urgency)."""
+    data = dict(data, urgency_flag="none", visit_urgency=None, can_drive=None)
+    if data["action"] in ("ask_question", "clarify_term"):
+        return data
+    topic, message, choices = VAGUE_QUESTIONS.get(kind, VAGUE_QUESTIONS["noise"])
+    return dict(data, action="ask_question", message=message, choices=list(choices), question_topic=topic)
 
 
 NOT_NORMAL_NOTE = ("※取扱説明書には正常な動作としての説明もありますが、お伺いした症状はその条件に当てはまらない"
@@ -408,6 +467,8 @@ def _with_emergency_steps(ctx: DiagnosisContext, session: SessionState, message:
     if answer.section and f"「{answer.section}」" in message:
         return message, _cited_first(sources, message, hits)
     lead = f"{message.strip()}\n\n{answer.steps}" if answer.steps else message
+    if answer.section and answer.sources and not any(h.section == answer.section for h in hits):
+        return lead, list(answer.sources)  # a section searched for the emergency (the road-service one): first
     return lead, _cited_first(sources, lead, hits)
 
 

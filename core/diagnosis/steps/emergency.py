@@ -35,7 +35,7 @@ def intercept(session: SessionState, request: ChatRequest, ctx: DiagnosisContext
     text = (request.message or "").strip()
     if not text or request.rewind_to_turn is not None or not _applies(session):
         return None
-    keyword = is_emergency(ctx, text)
+    keyword = is_emergency(ctx, text, session.symptom_text)
     if keyword is None:
         return None
     if not session.symptom_text:

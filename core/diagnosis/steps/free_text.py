@@ -16,11 +16,13 @@ from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.emergency import emergency_answer
 from core.diagnosis.guards import should_hint_spec, should_route_to_spec_check
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
-from core.diagnosis.rag import DANGER_TYPES, rag_search, with_named_case
+from core.diagnosis.rag import rag_search, with_named_case
 from core.diagnosis.steps import diagnosing, reservation, spec_check
 from core.diagnosis.steps.common import add_user, apply_keyword_urgency, respond, save_snapshot
-from core.diagnosis.steps.photo_confirm import SYMPTOM_QUESTION
 from core.diagnosis.urgency_semantic import assess, normal_answer_blocked
+
+SYMPTOM_QUESTION = ("どのような症状がありますか？いつ・どんなときに起きるかも含めて、できるだけ具体的に教えてください。"
+                    "（例: 「エンジン警告灯がついた」「ブレーキを踏むとキーキー鳴る」）")
 
 
 def handle_free_text(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
@@ -42,10 +44,9 @@ def route_symptom(session: SessionState, text: str, ctx: DiagnosisContext) -> Ch
         return _critical(session, ctx, text, keyword)
     hits = with_named_case(ctx, rag_search(ctx, text, session.vehicle_id), text, session.vehicle_id)
     keyword = assess(ctx.rules, [text], text, hits)
-    if keyword.is_critical:
+    if keyword.is_critical and not spec_check.is_lamp_query(ctx, text):  # (a lamp question: its entry, warnings and all)
         return _critical(session, ctx, text, keyword, hits)
-    info = (keyword.intent == "info" and keyword.level == "none" and bool(hits)
-            and hits[0].content_type not in DANGER_TYPES)
+    info = spec_check.is_information(ctx, text, keyword, hits)
     if info or (should_route_to_spec_check(hits, keyword.level, ctx.thresholds) and not normal_answer_blocked(keyword, [text])):
         session.current_step = ChatStep.SPEC_CHECK
         return spec_check.handle_spec_check(session, ChatRequest(session_id=session.session_id), ctx)

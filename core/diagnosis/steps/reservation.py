@@ -3,21 +3,46 @@
 RESERVATION shows the urgency message of the §7 table and the choices dispatch / visit / skip;
 ``visit`` is only offered when driving is allowed, and a visit request is refused with a message
 when ``can_drive`` is False. BOOKING_INFO shows the form (dispatch: name/phone/address; visit:
-name/phone/preferred date-time) and validates ``submit_booking``; BOOKING_CONFIRM shows the summary
-and either confirms (→ DONE) or goes back to the form with the entered data kept (``edit``).
+name/phone/preferred date-time) and validates ``submit_booking`` (a phone number that cannot exist and
+a past date are refused, :mod:`core.diagnosis.booking_input`); BOOKING_CONFIRM shows the summary and
+either confirms (→ DONE, telling the customer the reception number) or goes back to the form with the
+entered data kept (``edit``). The booking's 症状 is :func:`core.diagnosis.interview.booking_symptom`:
+what the customer said, not only the first (often vague) line.
+
+Visit (seed 000 §7 「※can_drive=true時のみ」): offered and accepted only when the car may be driven —
+never when ``can_drive`` is False or the urgency is critical.
 """
 from __future__ import annotations
 
-import re
-import unicodedata
 from typing import Sequence
 
-from core.diagnosis.actions import (BOOKING, CONFIRM_CHOICES, DISPATCH_CHOICE, RESERVE, RESTART_CHOICES, RESTART,
-                                    SKIP_CHOICE, SUBMIT_BOOKING, VISIT_CHOICE)
+from core.diagnosis.actions import (
+    BOOKING,
+    CONFIRM_CHOICES,
+    DISPATCH_CHOICE,
+    RESERVE,
+    RESTART,
+    RESTART_CHOICES,
+    SKIP_CHOICE,
+    SUBMIT_BOOKING,
+    VISIT_CHOICE,
+)
+from core.diagnosis.booking_input import date_error, phone_error
 from core.diagnosis.context import DiagnosisContext
-from core.diagnosis.models import (BookingField, ChatRequest, ChatResponse, ChatStep, Choice, ChoiceJudgmentInfo,
-                                   PromptInfo, RagSource, SessionState)
+from core.diagnosis.interview import booking_symptom
+from core.diagnosis.models import (
+    BookingField,
+    ChatRequest,
+    ChatResponse,
+    ChatStep,
+    Choice,
+    ChoiceJudgmentInfo,
+    PromptInfo,
+    RagSource,
+    SessionState,
+)
 from core.diagnosis.steps.common import action_of, chosen_value, respond
+from core.store.bookings import new_booking_number
 
 # Seed 000 §7: visit_urgency → message (can_drive=False comes first).
 NO_DRIVE_MESSAGE = "🚨 今すぐロードサービスまたは来場が必要です"
@@ -41,7 +66,11 @@ BOOKING_FIELDS: dict[str, list[BookingField]] = {
               BookingField(name="preferred_datetime", label="希望日時", kind="datetime",
                            placeholder="例: 6月10日 午前10時")],
 }
-_PHONE = re.compile(r"^(?:\+81|0)\d{9,10}$")
+
+
+def drivable(session: SessionState) -> bool:
+    """May the customer drive to the dealer? Not when can_drive is False or the urgency is critical."""
+    return session.can_drive is not False and session.urgency_level != "critical"
 
 
 def urgency_message(session: SessionState) -> str:
@@ -53,7 +82,7 @@ def urgency_message(session: SessionState) -> str:
 
 def reservation_choices(session: SessionState) -> list[Choice]:
     choices = [DISPATCH_CHOICE.model_copy()]
-    if session.can_drive is not False:
+    if drivable(session):
         choices.append(VISIT_CHOICE.model_copy())
     choices.append(SKIP_CHOICE.model_copy())
     return choices
@@ -76,7 +105,7 @@ def enter(session: SessionState, ctx: DiagnosisContext, *, lead: str = "", rag_s
 def handle_reservation(session: SessionState, request: ChatRequest, ctx: DiagnosisContext) -> ChatResponse:
     # typed text is judged against all three, so a typed visit request can be refused too
     value, judgment = chosen_value(ctx, session, request, RESERVE, [DISPATCH_CHOICE, VISIT_CHOICE, SKIP_CHOICE])
-    if value == "visit" and session.can_drive is False:
+    if value == "visit" and not drivable(session):
         return enter(session, ctx, note=VISIT_REFUSED_MESSAGE, judgment=judgment)
     if value in ("dispatch", "visit"):
         session.booking_type = str(value)
@@ -110,9 +139,10 @@ def validate_booking(kind: str, data: dict[str, str]) -> list[str]:
     for field in BOOKING_FIELDS[kind]:
         if field.required and not (data.get(field.name) or "").strip():
             errors.append(f"{field.label}を入力してください。")
-    phone = re.sub(r"[\s\-‐－ー()（）]", "", unicodedata.normalize("NFKC", data.get("phone") or ""))
-    if phone and not _PHONE.match(phone):
-        errors.append("電話番号は 0 から始まる 10〜11 桁の番号で入力してください。")
+    if problem := phone_error(data.get("phone")):
+        errors.append(problem)
+    if kind == "visit" and (problem := date_error(data.get("preferred_datetime"))):
+        errors.append(problem)
     return errors
 
 
@@ -123,8 +153,10 @@ def booking_summary(session: SessionState) -> dict[str, str]:
         summary[field.label] = session.booking_data.get(field.name, "")
     if session.make or session.model:
         summary["車両"] = f"{session.make or ''} {session.model or ''}（{session.year or '-'}年式）".strip()
-    if session.symptom_text:
-        summary["症状"] = session.symptom_text
+    if symptom := booking_symptom(session):
+        summary["症状"] = symptom
+    if session.booking_number:
+        summary["受付番号"] = session.booking_number
     return summary
 
 
@@ -137,12 +169,12 @@ def handle_booking_info(session: SessionState, request: ChatRequest, ctx: Diagno
     kind = session.booking_type or "dispatch"
     allowed = {f.name for f in BOOKING_FIELDS[kind]}
     session.booking_data.update({k: str(v).strip() for k, v in value.items() if k in allowed and v is not None})
-    if kind == "visit" and session.can_drive is False:
+    if kind == "visit" and not drivable(session):
         session.booking_type = None
         return enter(session, ctx, note=VISIT_REFUSED_MESSAGE)
     errors = validate_booking(kind, session.booking_data)
-    if errors:
-        return booking_form(session, errors=errors, message="入力内容を確認してください。")
+    if errors:  # the reasons in the message too: a client showing only the message still reads them
+        return booking_form(session, errors=errors, message="入力内容を確認してください。\n" + "\n".join(f"・{e}" for e in errors))
     session.current_step = ChatStep.BOOKING_CONFIRM
     return booking_confirm_prompt(session)
 
@@ -166,9 +198,11 @@ def handle_booking_confirm(session: SessionState, request: ChatRequest, ctx: Dia
     if value == "confirm":
         session.current_step = ChatStep.DONE
         kind = session.booking_type or "dispatch"
+        session.booking_number = session.booking_number or new_booking_number()
         tail = ("担当者から折り返しご連絡し、到着予定時刻をお伝えします。安全な場所でお待ちください。" if kind == "dispatch"
                 else "ご希望の日時を確認のうえ、担当者からご連絡します。")
-        prompt = PromptInfo(type="text", message=f"✅ {BOOKING_TYPE_LABELS[kind]}を受け付けました。{tail}",
+        prompt = PromptInfo(type="text", message=(f"✅ {BOOKING_TYPE_LABELS[kind]}を受け付けました。受付番号は {session.booking_number} です。"
+                                                     f"{tail}お問い合わせの際は受付番号をお伝えください。"),
                             booking_type=kind, booking_summary=booking_summary(session),
                             choices=list(RESTART_CHOICES), action=RESTART)
         return respond(session, prompt, pending_kind="done", judgment=judgment)

@@ -52,7 +52,8 @@ def test_confirming_writes_one_booking_visible_to_staff(tmp_path):
 def test_handle_unknown_session_starts_a_new_one_with_the_notice(tmp_path):
     convs = _convs(f"sqlite:///{tmp_path / 'k.db'}")
     r = convs.handle(ChatRequest(session_id="does-not-exist", message="こんにちは"))
-    assert r.session_id != "does-not-exist" and r.current_step == "vehicle_id" and "有効期限" in (r.notice or "")
+    assert r.session_id != "does-not-exist" and r.current_step == "vehicle_id"
+    assert "見つかりません" in (r.notice or "") and "有効期限" not in (r.notice or "")  # unknown, not expired (issue #24)
     again = convs.handle(ChatRequest(session_id=r.session_id, action="select_vehicle", action_value=MIRAI))
     assert again.session_id == r.session_id and again.current_step == "photo_confirm"
     assert len(convs.resume(r.session_id).transcript) == 3

@@ -56,7 +56,7 @@ def test_turn_records_input_snapshot_and_question_with_default_choices(make_ctx,
 
 def test_answer_buttons_dont_know_and_free_input(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [diag(), diag(message="どんな音ですか？", question_topic="音の種類")])
-    handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     r = handle_diagnosing(session, ChatRequest(action="answer", action_value="free_input"), ctx)
     assert r.prompt.type == "text" and session.diagnostic_turn == 1 and len(diag_requests(client)) == 1
     handle_diagnosing(session, ChatRequest(action="answer", action_value="dont_know"), ctx)
@@ -147,7 +147,7 @@ def test_waiting_message_triggers_forced_answer_recall(make_ctx, session_at):
 def test_waiting_message_twice_gives_fallback(make_ctx, session_at):
     waiting = diag(message="確認いたします。", choices=None)
     client, ctx, session = setup(make_ctx, session_at, [waiting, waiting])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.fallback and r.prompt.message == FALLBACK_MESSAGE
 
 
@@ -170,23 +170,23 @@ def test_model_failure_gives_fallback_and_keeps_session_consistent(make_ctx, ses
 
 def test_invalid_model_output_gives_fallback(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, ['{"action": "dance"}'] * 9)
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.fallback and any(rec["outcome"] == "schema_error" for rec in ctx.log)
 
 
 def test_manual_coverage_raise_and_notes(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [answer(manual_coverage="not_covered", urgency_flag="low")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert session.urgency_level == "medium" and session.visit_urgency == "this_week"
     assert NOT_COVERED_NOTE in r.prompt.message and r.prompt.message.startswith("ブレーキパッドの摩耗")
     client, ctx, session = setup(make_ctx, session_at, [answer(manual_coverage="partially_covered")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert PARTIAL_NOTE in r.prompt.message and "ℹ️" in r.prompt.message and session.urgency_level == "low"
 
 
 def test_provide_answer_low_offers_resolution_choices(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [answer()])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "diagnosing" and r.prompt.action == "resolved"
     assert [c.value for c in r.prompt.choices] == ["yes", "no", "book"]
     assert r.rag_sources[0].section == "ブレーキ鳴き"  # the cited section first
@@ -194,7 +194,7 @@ def test_provide_answer_low_offers_resolution_choices(make_ctx, session_at):
 
 def test_provide_answer_high_can_drive_false_goes_to_road_service(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [answer(urgency_flag="high", can_drive=False, visit_urgency="today")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "reservation" and "🚨 自走は控えてください" in r.prompt.message
     assert [c.value for c in r.prompt.choices] == ["dispatch", "skip"]
     assert r.urgency.level == "high" and r.urgency.can_drive is False
@@ -202,7 +202,7 @@ def test_provide_answer_high_can_drive_false_goes_to_road_service(make_ctx, sess
 
 def test_provide_answer_high_can_drive_true_recommends_inspection(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [answer(urgency_flag="high", can_drive=True, visit_urgency="today")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "reservation" and "⚠️ 早急な点検をおすすめします" in r.prompt.message
     assert "⚠️ 本日中の来場をおすすめします" in r.prompt.message
     assert [c.value for c in r.prompt.choices] == ["dispatch", "visit", "skip"]
@@ -210,21 +210,21 @@ def test_provide_answer_high_can_drive_true_recommends_inspection(make_ctx, sess
 
 def test_urgency_flag_critical_routes_immediately(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [diag(urgency_flag="critical", can_drive=None, message="危険です。停車してください。")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "reservation" and r.urgency.level == "critical" and r.urgency.can_drive is False
     assert r.prompt.message.startswith("危険です。") and session.visit_urgency == "immediate"
 
 
 def test_urgency_flag_high_is_saved_while_asking(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [diag(urgency_flag="high", can_drive=True, visit_urgency="today")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "diagnosing" and (session.urgency_level, session.can_drive) == ("high", True)
     assert r.urgency.level == "high"
 
 
 def test_escalate_goes_to_reservation(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [diag(action="escalate", choices=None, message="専門家の点検が必要です。")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "reservation" and session.urgency_level == "high"
 
 
@@ -233,7 +233,7 @@ def test_spec_answer_moves_to_spec_check_phase_two(make_ctx, session_at, monkeyp
     # noise the fake manual does not confirm (tests/core/diagnosis/test_diag_urgency_flow.py)
     monkeypatch.setenv("KAIWA_URGENCY_SEMANTIC", "off")
     client, ctx, session = setup(make_ctx, session_at, [diag(action="spec_answer", choices=None, message="正常な動作です。")])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "spec_check" and session.spec_check_shown
     assert [c.value for c in r.prompt.choices] == ["resolved", "not_resolved", "already_tried"]
 
@@ -242,7 +242,7 @@ def test_spec_answer_after_rejection_is_shown_as_answer(make_ctx, session_at, mo
     monkeypatch.setenv("KAIWA_URGENCY_SEMANTIC", "off")  # the action table alone (see above)
     client, ctx, session = setup(make_ctx, session_at, [diag(action="spec_answer", choices=None, message="正常です。")],
                                  spec_rejected=True)
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert r.current_step == "diagnosing" and r.prompt.action == "resolved"
     assert "spec_rejected" in diag_requests(client)[0].context["flags"]
 
@@ -259,7 +259,7 @@ def test_clarify_term_with_warning_light_icons(make_ctx, session_at):
 def test_exact_duplicate_choices_are_repaired_by_schema_validation(make_ctx, session_at):
     dup = diag(choices=["赤", "赤", "黄"])
     client, ctx, session = setup(make_ctx, session_at, [dup, diag(choices=["赤", "黄"])])
-    r = handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     assert [rec["kind"] for rec in ctx.log] == ["call", "repair"] and ctx.log[0]["outcome"] == "schema_error"
     assert [c.label for c in r.prompt.choices] == ["赤", "黄", "わからない", "✏️ 自由入力"]
 
@@ -308,7 +308,7 @@ def test_resolved_no_asks_again_then_urgency_check_after_three(make_ctx, session
 
 def test_typed_text_on_resolution_choices_is_judged(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [answer()])
-    handle_diagnosing(session, ChatRequest(message="音がする"), ctx)
+    handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
     r = handle_diagnosing(session, ChatRequest(message="おかげで直りました"), ctx)
     assert r.current_step == "done" and r.judgment.value == "yes" and r.judgment.method == "structured_output"
 

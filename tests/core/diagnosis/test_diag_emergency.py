@@ -146,6 +146,8 @@ def test_a_one_sentence_critical_model_answer_gets_the_manual_steps(driver, real
     assert r.current_step == ChatStep.RESERVATION.value and r.urgency.level == "critical"
     assert r.prompt.message.startswith("危険な状態です。すぐに停車してください。")
     first = r.rag_sources[0]
-    assert first.content_type in ("danger", "warning")
+    # the danger / warning section that applies, else the road-service section (issue #24: a section about
+    # another situation, such as a runaway car's emergency stop, is not quoted for a brake squeal)
+    assert first.content_type in ("danger", "warning") or "ロードサービス" in first.section
     assert f"取扱説明書「{first.section}」の手順:\n" in r.prompt.message and f"（取扱説明書「{first.section}」p." in r.prompt.message
     assert "\n1. " in r.prompt.message

@@ -31,6 +31,13 @@ def test_expired_session_starts_over_with_notice():
     assert r2.session_id != r.session_id and r2.current_step == "vehicle_id" and "有効期限" in r2.notice
 
 
+def test_an_unknown_session_id_is_said_to_be_unknown_not_expired():
+    service = ChatService(TaskClient(), store=InMemorySessionStore(), retriever=FakeRetriever())
+    r = service.process(ChatRequest(session_id="never-issued", message="ブレーキが効かない"))
+    assert r.session_id != "never-issued" and r.current_step == "vehicle_id"
+    assert "見つかりません" in r.notice and "有効期限" not in r.notice
+
+
 def test_request_without_session_id_but_with_an_action_is_processed():
     service = ChatService(TaskClient(), retriever=FakeRetriever())
     r = service.process(ChatRequest(action="select_vehicle", action_value=MIRAI))

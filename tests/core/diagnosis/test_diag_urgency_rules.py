@@ -64,7 +64,7 @@ def test_load_rules_from_another_file(tmp_path):
     # katakana English, written the rules' way by data/urgency_synonyms.yaml
     ("オイルプレッシャーのワーニングランプがオンになった", "critical", "oil_pressure_warning"),
     ("チェックエンジンランプが点きっぱなし", "high", "engine_warning"),
-    ("TPMSのアラートが出た", "high", "tyre_pressure_warning"),
+    ("TPMSのアラートが出た", "medium", "tyre_pressure_warning"),
     ("フューエルエコノミーがかなりダウンしてる", "medium", "fuel_economy"),
     # IME homophone slips and kana spellings
     ("バッテリーの警告等がつきっぱなし", "high", "charging_warning"),
