@@ -96,14 +96,14 @@ def labelled_all(key: tuple, _figures: dict) -> dict[str, pd.DataFrame]:
 
 def show(name: str, *, index: bool = False) -> pd.DataFrame:
     shown = tables[name]
-    cache.replay("dataframe", (key, name), shown, hide_index=not index, width="stretch")
+    cache.replay("dataframe", (name, cache.digest(shown)), shown, hide_index=not index, width="stretch")
     st.download_button("CSV をダウンロード", lambda: csv_bytes(shown, index=index),  # made on click
                        file_name=f"{name}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{name}")
     return shown
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    cache.replay(kind, (key, name), data, **kwargs)
+    cache.replay(kind, (name, cache.digest(data), tuple(sorted(kwargs.items()))), data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):
@@ -121,7 +121,7 @@ start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
-key, figures = cache.analytics_figures(since, until, providers)  # computed by the database, kept until a write
+key, figures = cache.analytics_figures(since, until, providers)  # from the store's rollups, kept until they change
 tables = labelled_all(key, figures)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])

@@ -9,9 +9,11 @@ that cannot be read (another database engine) is covered by the TTL alone.
 """
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from core import analytics
@@ -35,35 +37,40 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
-FIGURES = ("interview_funnel", "turns_to_phase", "phase_dropoff", "entries_confirmed", "model_quality",
-           "quality_over_time", "method_mix", "error_types", "diagnosis_summary", "diagnosis_outcomes",
-           "diagnosis_end_steps", "faq_rates")
-
-
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _figures(url: str, stamps: Any, since: datetime, until: datetime, providers: tuple[str, ...]
+def _figures(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
              ) -> dict[str, Any]:
-    frames = analytics.load_frames(get_store(url), since, until, providers)
-    tables = {name: getattr(analytics, name)(frames) for name in FIGURES}
-    tables["faq_top_not_found"] = analytics.faq_top_not_found(frames, 20)
-    return tables
+    return analytics.figures(get_store(url), part, since, until, providers)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _providers(url: str, stamps: Any, since: datetime, until: datetime) -> list[str]:
+def _providers(url: str, versions: Any, since: datetime, until: datetime) -> list[str]:
     return analytics.provider_options(get_store(url), since, until)
 
 
 def analytics_figures(since: datetime, until: datetime, providers: list[str]) -> tuple[tuple, dict[str, Any]]:
-    """``(key, tables)``: every table of 分析 for the period (``core.analytics`` function name → table),
-    computed by the database once for all sessions until the next write to the store, and a key that
-    names exactly these tables (for :func:`replay`)."""
-    key = (_url(), stamp(), since, until, tuple(sorted(providers)))
-    return key, _figures(*key)
+    """``(key, tables)``: every table of 分析 for the period (``core.analytics`` function name → table) and a
+    key that names exactly these tables. What was written since the last look is counted first (the
+    store's rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is cached, for
+    all sessions, until its own rollups change: a chat turn recomputes the conversation figures from the
+    period's conversation rows, and a model call the call figures from the period's day rows."""
+    url, versions = _url(), analytics.refresh(store())
+    chosen = tuple(sorted(providers))
+    tables: dict[str, Any] = {}
+    for part in analytics.FIGURES:
+        tables.update(_figures(url, versions[part], part, since, until, chosen))
+    return (url, tuple(sorted(versions.items())), since, until, chosen), tables
 
 
 def provider_options(since: datetime, until: datetime) -> list[str]:
-    return _providers(_url(), stamp(), since, until)
+    return _providers(_url(), tuple(sorted(analytics.refresh(store()).items())), since, until)
+
+
+def digest(data: Any) -> str:
+    """A short name for a table's content (index, columns and values): equal tables, equal digests."""
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    values = pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()
+    return hashlib.sha256(values + repr((list(frame.columns), frame.index.name)).encode()).hexdigest()[:24]
 
 
 ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.dataframe}
@@ -72,8 +79,9 @@ ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.datafram
 @st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)
 def replay(kind: str, key: Any, _data: Any, **kwargs: Any) -> None:
     """``st.bar_chart`` / ``st.line_chart`` / ``st.dataframe`` of ``_data``, drawn once per ``key`` (which must
-    name the data: it is not hashed) and then replayed (Streamlit replays the elements a cached function
-    drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most of a rerun's time."""
+    name the data, e.g. with :func:`digest`: it is not hashed) and then replayed (Streamlit replays the
+    elements a cached function drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most
+    of a rerun's time."""
     ELEMENTS[kind](_data, **kwargs)
 
 
