@@ -4,7 +4,8 @@ against its own plain rerun, at two store sizes, on SQLite and (given a URL) Pos
 Run: ``python -m bench.analytics_write [--sizes 1000 30000] [--rounds 5] [--pg URL]`` (PostgreSQL also from
 ``KAIWA_TEST_PG_URL``; sizes also from ``KAIWA_BENCH_SIZES``, e.g. ``1000,5000``). The stores are the ones
 :mod:`bench.pages` seeds through the store's API (kept under ``var/bench/pages`` / as databases in the
-cluster); a missing one is seeded first.
+cluster); a missing one up to 2,000 conversations is seeded first (a larger one: ``python -m bench.pages
+--seed-only both --sizes N``).
 
 Each size has its own ``AppTest`` of the whole app on 分析 (offline provider). Sizes are interleaved: every
 round writes one chat turn to each store (a new FAQ conversation of today: a conversation, a turn and a debug
@@ -25,17 +26,11 @@ import time
 from typing import Any
 from unittest import mock
 
-from bench.pages import APP, OPERATORS, _seeded
+from bench.pages import APP, OPERATORS, SEED_LIMIT, _seeded, sizes_from_env
 from core.identity import Identity
 from core.store.chat_sync import faq_columns
 
 DEFAULT_SIZES = (1_000, 30_000)
-
-
-def sizes_from_env(default: tuple[int, ...]) -> tuple[int, ...]:
-    """``KAIWA_BENCH_SIZES`` (comma or space separated store sizes), else ``default``."""
-    raw = (os.environ.get("KAIWA_BENCH_SIZES") or "").replace(",", " ").split()
-    return tuple(int(v) for v in raw) or default
 
 
 def _write_turn(url: str, owner: Identity, n: int) -> None:
@@ -107,7 +102,7 @@ def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] |
     result: dict[str, Any] = {"analytics_write_sizes": list(sizes), "analytics_write_rounds": rounds}
     for engine in ["sqlite"] + (["postgresql"] if pg_url else []):
         log(f"{engine}:")
-        figures = measure({n: _seeded(n, engine, pg_url) for n in sizes}, rounds, log)
+        figures = measure({n: _seeded(n, engine, pg_url, make=n <= SEED_LIMIT) for n in sizes}, rounds, log)
         small, large = min(sizes), max(sizes)
         result[f"analytics_after_write_ms_{engine}"] = {n: f["after_write"] for n, f in figures.items()}
         result[f"analytics_rerun_ms_{engine}"] = {n: f["rerun"] for n, f in figures.items()}
