@@ -136,6 +136,11 @@ def refresh(store: Store) -> dict[str, int]:
     return store.rollup_versions()
 
 
+def _value_at(values: Any, ends: Any, rank: int) -> float | None:
+    """The ``rank``-th smallest (0-based) of sorted ``values`` counted ``ends`` (cumulative counts) times."""
+    return float(values[int((ends > rank).argmax())]) if rank < int(ends[-1]) else None
+
+
 def _latency_quantiles(latency: pd.DataFrame) -> pd.DataFrame:
     """Per series: ``n`` and the values at the ranks around p50 and p95 (``_quantile`` interpolates), from
     ``value`` / ``calls`` rows (one per call, or one per histogram bucket)."""
@@ -146,14 +151,8 @@ def _latency_quantiles(latency: pd.DataFrame) -> pd.DataFrame:
         ends = counts.cumsum()
         values = group["value"].astype(float).to_numpy()
         n = int(ends[-1])
-
-        def at(rank: int) -> float | None:
-            if rank >= n:
-                return None
-            return float(values[int((ends > rank).argmax())])
-
         p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
-        out.append((*key, n, at(p50), at(p50 + 1), at(p95), at(p95 + 1)))
+        out.append((*key, n, *(_value_at(values, ends, rank) for rank in (p50, p50 + 1, p95, p95 + 1))))
     return pd.DataFrame(out, columns=[*QUALITY_KEYS, "n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"])
 
 

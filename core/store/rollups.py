@@ -73,7 +73,7 @@ def japan_days(utc_dates: Iterable[str]) -> list[str]:
 
 
 def latency_bucket(ms: float) -> int:
-    return int(round(math.log(max(float(ms), 1.0)) * BUCKETS_PER_E))
+    return round(math.log(max(float(ms), 1.0)) * BUCKETS_PER_E)
 
 
 def bucket_value(bucket: int) -> float:

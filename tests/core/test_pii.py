@@ -155,7 +155,7 @@ def test_the_ui_line_never_shows_base_url_credentials():
 def test_scrub_masks_each_distinct_string_once(monkeypatch):
     """A debug record repeats its system prompt, schema and history on every call: scrubbing the same
     strings again reuses the masked text (counted, not timed), and the result is the same."""
-    import core.text.pii as pii
+    from core.text import pii
 
     pii._scrub_text.cache_clear()
     masked: list[str] = []
