@@ -160,3 +160,17 @@ def debug_page(query: DebugQuery, offset: int, limit: int) -> tuple[list[dict[st
 
 def debug_count(query: DebugQuery) -> int:
     return _debug_count(_url(), stamp("debug_records"), query)
+
+
+# ---- シナリオ化 (the debug log's workbench) ---------------------------------------------------------------
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def _conversation_source(url: str, stamps: Any, conversation_id: str) -> tuple:
+    from core import workbench as wb  # lazy: the workbench only where this tab is opened
+
+    return wb.conversation_turns(get_store(url), conversation_id)
+
+
+def conversation_source(conversation_id: str) -> tuple:
+    """``core.workbench.conversation_turns`` of a conversation (its turns read and masked) until the
+    conversation, its turns or its entries change: a rerun of the シナリオ化 tab reads and masks nothing."""
+    return _conversation_source(_url(), stamp("conversations", "turns", "knowledge_entries"), conversation_id)
