@@ -280,6 +280,24 @@ FIGURES = {"conversations": ("interview_funnel", "turns_to_phase", "phase_dropof
            "calls": ("model_quality", "quality_over_time", "method_mix", "error_types")}
 
 
+def figure_inputs(frames: Frames, name: str) -> list[Any]:
+    """What the figure ``name`` is computed from (a slice of ``frames``): equal inputs, equal figure. A chat
+    turn in an FAQ conversation changes the FAQ figures' inputs only, so the interview and diagnosis
+    figures are not computed again (``ui.cache``)."""
+    conversations = frames.conversations
+    if name in FIGURES["conversations"] and name not in ("entries_confirmed", "faq_rates"):
+        flow = "knowledge" if name in ("interview_funnel", "turns_to_phase", "phase_dropoff") else "diagnosis"
+        return [conversations[conversations["flow"] == flow].drop(columns="created_at")]
+    return {"entries_confirmed": [frames.entries], "faq_rates": [frames.faq], "faq_top_not_found": [frames.not_found],
+            "model_quality": [frames.quality], "quality_over_time": [frames.hourly], "method_mix": [frames.methods],
+            "error_types": [frames.errors, frames.calls]}[name]
+
+
+def figure(frames: Frames, name: str) -> pd.DataFrame:
+    """The table ``name`` of 分析 (a function of this module; ``faq_top_not_found``: the top 20)."""
+    return faq_top_not_found(frames, 20) if name == "faq_top_not_found" else globals()[name](frames)
+
+
 def figures(store: Store, part: str, since: str | date | datetime | None = None,
             until: str | date | datetime | None = None, providers: Iterable[str] | None = None,
             top_not_found: int = 20) -> dict[str, pd.DataFrame]:

@@ -84,13 +84,18 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return shown.rename(columns={**COLUMNS, **METHODS})
 
 
-@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=16, show_spinner=False)
-def labelled_all(key: tuple, _figures: dict) -> dict[str, pd.DataFrame]:
-    """Every table labelled and safe for a spreadsheet, once per set of figures (``key`` names them); the
-    not-found questions' times in JST."""
-    tables = {name: safe_frame(labelled(table)) for name, table in _figures.items()}
-    missed = _figures["faq_top_not_found"]
-    tables["faq_not_found"] = safe_frame(labelled(missed.assign(last_asked=missed["last_asked"].map(jst))))
+@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
+def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
+    """One table labelled and safe for a spreadsheet, once per content (``content`` names it); the not-found
+    questions' times in JST."""
+    if name == "faq_top_not_found":
+        _table = _table.assign(last_asked=_table["last_asked"].map(jst))
+    return safe_frame(labelled(_table))
+
+
+def labelled_all(figures: dict) -> dict[str, pd.DataFrame]:
+    tables = {name: labelled_one(name, cache.digest(table), table) for name, table in figures.items()}
+    tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
 
 
@@ -122,7 +127,7 @@ since, until = datetime.combine(start, time(), JST), datetime.combine(end + time
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
 key, figures = cache.analytics_figures(since, until, providers)  # from the store's rollups, kept until they change
-tables = labelled_all(key, figures)
+tables = labelled_all(figures)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 

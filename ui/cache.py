@@ -38,9 +38,14 @@ def _url() -> str:
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _figures(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-             ) -> dict[str, Any]:
-    return analytics.figures(get_store(url), part, since, until, providers)
+def _frames(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+            ) -> analytics.Frames:
+    return analytics.load_frames(get_store(url), since, until, providers, parts=(part,))
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
+def _figure(name: str, inputs: str, _frames: analytics.Frames) -> Any:
+    return analytics.figure(_frames, name)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
@@ -53,17 +58,28 @@ def analytics_figures(since: datetime, until: datetime, providers: list[str]) ->
     key that names exactly these tables. What was written since the last look is counted first (the
     store's rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is cached, for
     all sessions, until its own rollups change: a chat turn recomputes the conversation figures from the
-    period's conversation rows, and a model call the call figures from the period's day rows."""
+    period's conversation rows, and a model call the call figures from the period's day rows; each table is
+    computed again only when its own inputs changed (``analytics.figure_inputs``: an FAQ turn leaves the
+    interview and diagnosis tables as they were)."""
     url, versions = _url(), analytics.refresh(store())
     chosen = tuple(sorted(providers))
     tables: dict[str, Any] = {}
-    for part in analytics.FIGURES:
-        tables.update(_figures(url, versions[part], part, since, until, chosen))
+    for part, names in analytics.FIGURES.items():
+        frames = _frames(url, versions[part], part, since, until, chosen)
+        for name in names + (("faq_top_not_found",) if part == "conversations" else ()):
+            inputs = digest_of(analytics.figure_inputs(frames, name))
+            tables[name] = _figure(name, inputs, frames)  # computed again only when its own inputs changed
     return (url, tuple(sorted(versions.items())), since, until, chosen), tables
 
 
 def provider_options(since: datetime, until: datetime) -> list[str]:
     return _providers(_url(), tuple(sorted(analytics.refresh(store()).items())), since, until)
+
+
+def digest_of(values: list[Any]) -> str:
+    """One digest of several tables (and plain values)."""
+    parts = [digest(v) if isinstance(v, (pd.DataFrame, pd.Series)) else repr(v) for v in values]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 def digest(data: Any) -> str:

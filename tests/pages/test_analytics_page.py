@@ -129,3 +129,20 @@ def test_a_rerun_reads_only_the_rollup_versions_until_a_new_turn_is_stored(seede
     statements.clear()
     other.run()
     assert all(bookkeeping(s) for s in statements)
+
+
+def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
+    """Each table is cached by its own inputs (core.analytics.figure_inputs): an FAQ exchange written by
+    another user recomputes the FAQ tables and leaves the interview, diagnosis and model-call tables as
+    they were (counted, not timed)."""
+    computed: list[str] = []
+    real = analytics.figure
+    monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real(frames, name))
+    at = page()
+    assert not at.exception and "interview_funnel" in computed
+    computed.clear()
+    conversation(seeded, "faq", faq_chat(("not_found", "営業時間は？", 0)), provider="offline")
+    at.run()
+    assert not at.exception
+    assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
+    assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one
