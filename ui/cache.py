@@ -53,23 +53,34 @@ def _providers(url: str, versions: Any, since: datetime, until: datetime) -> lis
     return analytics.provider_options(get_store(url), since, until)
 
 
-def analytics_figures(since: datetime, until: datetime, providers: list[str]) -> tuple[tuple, dict[str, Any]]:
-    """``(key, tables)``: every table of 分析 for the period (``core.analytics`` function name → table) and a
-    key that names exactly these tables. What was written since the last look is counted first (the
-    store's rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is cached, for
-    all sessions, until its own rollups change: a chat turn recomputes the conversation figures from the
-    period's conversation rows, and a model call the call figures from the period's day rows; each table is
-    computed again only when its own inputs changed (``analytics.figure_inputs``: an FAQ turn leaves the
-    interview and diagnosis tables as they were)."""
-    url, versions = _url(), analytics.refresh(store())
-    chosen = tuple(sorted(providers))
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
+               ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
+    is this one cache hit. After a write, only the part whose rollups changed is read again, and only the
+    tables whose own inputs changed are computed again (the caches below)."""
     tables: dict[str, Any] = {}
+    digests: dict[str, str] = {}
     for part, names in analytics.FIGURES.items():
-        frames = _frames(url, versions[part], part, since, until, chosen)
+        frames = _frames(url, dict(versions)[part], part, since, until, providers)
         for name in names + (("faq_top_not_found",) if part == "conversations" else ()):
-            inputs = digest_of(analytics.figure_inputs(frames, name))
-            tables[name] = _figure(name, inputs, frames)  # computed again only when its own inputs changed
-    return (url, tuple(sorted(versions.items())), since, until, chosen), tables
+            digests[name] = digest_of(analytics.figure_inputs(frames, name))
+            tables[name] = _figure(name, digests[name], frames)  # computed again only when its inputs changed
+    return tables, digests
+
+
+def analytics_figures(since: datetime, until: datetime, providers: list[str]
+                      ) -> tuple[tuple, dict[str, Any], dict[str, str]]:
+    """``(key, tables, digests)``: every table of 分析 for the period (``core.analytics`` function name →
+    table), a key that names exactly these tables, and per table a digest of its inputs (a name for its
+    content, for :func:`replay`). What was written since the last look is counted first (the store's
+    rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is read again only when
+    its own rollups changed, and each table is computed again only when its own inputs changed
+    (``analytics.figure_inputs``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
+    url, versions = _url(), tuple(sorted(analytics.refresh(store()).items()))
+    chosen = tuple(sorted(providers))
+    tables, digests = _analytics(url, versions, since, until, chosen)
+    return (url, versions, since, until, chosen), tables, digests
 
 
 def provider_options(since: datetime, until: datetime) -> list[str]:
