@@ -16,8 +16,12 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * install — :mod:`bench.install` (the README's installs into an empty virtualenv, wheels only, no pip cache;
   downloads, so it needs the network: one to four minutes);
 * pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
-  ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` needs the stores seeded once: ``python -m bench.pages
-  --seed-only both``).
+  ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` measures stores of 100 and 500, seeded on first use);
+* analytics_write — :mod:`bench.analytics_write` (分析's first run after another user's chat turn against
+  its rerun, at two store sizes; ``--quick``: 200 and 1,000).
+
+Store sizes of the pages and analytics_write sections: ``KAIWA_BENCH_SIZES=1000,30000``. Progress goes to
+stderr; with ``--json`` stdout is one JSON object.
 
 ``--quick`` uses fewer rounds everywhere (under 3 minutes on the 2-core dev machine, plus about a minute for
 the streaming section's two llama.cpp turns, once the 10k
@@ -27,6 +31,7 @@ dependencies: ``pip install -r bench/requirements.txt`` (the startup section als
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -36,8 +41,8 @@ import time
 import warnings
 from typing import Any
 
-SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "mask", "store", "prompts", "urgency",
-            "knowledge_recall", "knowledge_eval", "streaming", "startup", "install")
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "analytics_write", "mask", "store", "prompts",
+            "urgency", "knowledge_recall", "knowledge_eval", "streaming", "startup", "install")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -54,6 +59,10 @@ FIGURES = (
     ("pages_growth_sqlite", "≤ 1.5", "page rerun at 20k conversations / at 1k, SQLite"),
     ("pages_rerun_ms_postgresql", "see goal", "the same on PostgreSQL (KAIWA_TEST_PG_URL)"),
     ("pages_growth_postgresql", "≤ 1.5", "page rerun at 20k / at 1k, PostgreSQL"),
+    ("analytics_after_write_vs_rerun_sqlite", "≤ 2", "分析: first run after a write / its rerun, per size, SQLite"),
+    ("analytics_growth_after_write_sqlite", "≤ 1.5", "分析 first run after a write, largest size / smallest, SQLite"),
+    ("analytics_after_write_vs_rerun_postgresql", "≤ 2", "the same on PostgreSQL"),
+    ("analytics_growth_after_write_postgresql", "≤ 1.5", "the same on PostgreSQL"),
     ("mask_time_ratio_1mb_vs_100kb", "≈ 10", "masking time 1 MB / 100 KB (linear = 10)"),
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
     ("prompt_render_ratio_store_vs_files_sqlite", "≈ 1", "prompt render with store versions / files only (bench.prompts)"),
@@ -82,10 +91,27 @@ def _section(name: str, quick: bool) -> tuple[dict, str | None, float]:
     except ImportError as exc:
         return {}, f"not available ({exc.name or exc})", 0.0
     try:
-        result = module.run(quick)
+        with _progress_to_stderr():
+            result = module.run(quick)
     except Exception as exc:  # noqa: BLE001 - one broken section must not hide the others
         return {}, f"{type(exc).__name__}: {str(exc)[:200]}", time.perf_counter() - started
     return (result if isinstance(result, dict) else {}), None, time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def _progress_to_stderr():
+    """While a section runs, whatever it (a library, a server it starts) writes to stdout goes to stderr:
+    stdout carries only the result (one JSON object with ``--json``)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _fmt(value: Any) -> str:

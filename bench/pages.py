@@ -25,7 +25,9 @@ counts).
 * ``session_kb`` — what one browser session keeps (its session state, pickled) on each page at the largest
   size: the shared caches are not in it, so the server's memory does not grow with its sessions.
 
-``--quick`` (and ``python -m bench --quick``) measures only stores that were already seeded.
+``--quick`` (and ``python -m bench --quick``) measures stores of 100 and 500 conversations, seeded on first
+use; a larger missing store is not seeded by a measuring run (it says which command seeds it). Sizes also
+from ``KAIWA_BENCH_SIZES`` (e.g. ``1000,30000``).
 """
 from __future__ import annotations
 
@@ -52,6 +54,8 @@ from core.store.chat_sync import COLUMNS
 from core.store.store import Store
 
 SIZES = (1_000, 20_000)
+QUICK_SIZES = (100, 500)  # ``--quick``: seeded on first use (about a minute per engine)
+SEED_LIMIT = 2_000  # a missing store up to this size is seeded when measuring; a larger one says how to seed it
 SEED_VERSION = 2
 WORKERS = 3  # seeding processes
 CACHE_DIR = ROOT / "var" / "bench" / "pages"
@@ -216,7 +220,7 @@ def _seeded(n: int, engine: str, pg_url: str | None, *, make: bool = True) -> st
                make_url(pg_url).set(database=f"kaiwa_bench_pages_{n}_v{SEED_VERSION}").render_as_string(False))
         if (engine == "sqlite" and not (CACHE_DIR / f"sqlite-{n}-v{SEED_VERSION}.db").exists()) or not _complete(url, n):
             raise RuntimeError(f"no seeded {engine} store of {n:,} conversations: run "
-                               "`python -m bench.pages --seed-only both` once (it takes a while)")
+                               f"`python -m bench.pages --seed-only both --sizes {n}` once (it takes a while)")
         return url
     if engine == "sqlite":
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -329,15 +333,22 @@ def measure(url: str, reruns: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
+def sizes_from_env(default: tuple[int, ...]) -> tuple[int, ...]:
+    """``KAIWA_BENCH_SIZES`` (comma or space separated store sizes), else ``default``."""
+    raw = (os.environ.get("KAIWA_BENCH_SIZES") or "").replace(",", " ").split()
+    return tuple(int(v) for v in raw) or default
+
+
+def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Per engine: ``pages_rerun_ms_<engine>`` ({size: {page: ms}}), ``pages_first_ms_<engine>`` and
     ``pages_growth_<engine>`` (rerun at the largest size ÷ at the smallest, per page)."""
+    sizes = sizes or sizes_from_env(QUICK_SIZES if quick else SIZES)
     pg_url = pg_url if pg_url is not None else (os.environ.get("KAIWA_TEST_PG_URL") or "").strip() or None
     reruns = 5 if quick else 15
     engines = ["sqlite"] + (["postgresql"] if pg_url else [])
     result: dict[str, Any] = {"pages_reruns": reruns, "pages_sizes": list(sizes)}
     for engine in engines:
-        figures = {n: measure(_seeded(n, engine, pg_url, make=not quick), reruns) for n in sizes}
+        figures = {n: measure(_seeded(n, engine, pg_url, make=n <= SEED_LIMIT), reruns) for n in sizes}
         small, large = min(sizes), max(sizes)
         result[f"pages_rerun_ms_{engine}"] = {n: {p: f["rerun"] for p, f in figures[n].items()} for n in sizes}
         result[f"pages_first_ms_{engine}"] = {n: {p: f["first"] for p, f in figures[n].items()} for n in sizes}
@@ -370,17 +381,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 reruns per page instead of 15")
     parser.add_argument("--pg", metavar="URL", default=None,
                         help="PostgreSQL cluster URL (default: KAIWA_TEST_PG_URL); the seeded databases are kept there")
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="store sizes (conversations)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="store sizes (conversations)")
     parser.add_argument("--seed-only", choices=("sqlite", "postgresql", "both"),
                         help="make (or check) the stores of one engine, measure nothing")
     args = parser.parse_args(argv)
     if args.seed_only:
         pg_url = args.pg or (os.environ.get("KAIWA_TEST_PG_URL") or "").strip() or None
         for engine in [e for e in ("sqlite", "postgresql") if args.seed_only in (e, "both")]:
-            for n in args.sizes:
+            for n in args.sizes or sizes_from_env(SIZES):
                 print(_seeded(n, engine, pg_url))
         return 0
-    print(_table(run(args.quick, args.pg, tuple(args.sizes))))
+    print(_table(run(args.quick, args.pg, tuple(args.sizes) if args.sizes else None)))
     return 0
 
 

@@ -84,26 +84,37 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return shown.rename(columns={**COLUMNS, **METHODS})
 
 
+@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
+def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
+    """One table labelled and safe for a spreadsheet, once per content (``content`` names it); the not-found
+    questions' times in JST."""
+    if name == "faq_top_not_found":
+        _table = _table.assign(last_asked=_table["last_asked"].map(jst))
+    return safe_frame(labelled(_table))
+
+
 @st.cache_data(ttl=cache.TTL_SECONDS, max_entries=16, show_spinner=False)
-def labelled_all(key: tuple, _figures: dict) -> dict[str, pd.DataFrame]:
-    """Every table labelled and safe for a spreadsheet, once per set of figures (``key`` names them); the
-    not-found questions' times in JST."""
-    tables = {name: safe_frame(labelled(table)) for name, table in _figures.items()}
-    missed = _figures["faq_top_not_found"]
-    tables["faq_not_found"] = safe_frame(labelled(missed.assign(last_asked=missed["last_asked"].map(jst))))
+def labelled_all(key: tuple, _figures: dict, _digests: dict) -> dict[str, pd.DataFrame]:
+    """Every table labelled, once per set of figures (``key`` names them); each table again only when its
+    content changed."""
+    tables = {name: labelled_one(name, _digests[name], table) for name, table in _figures.items()}
+    tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
+
+
+SOURCES = {"faq_not_found": "faq_top_not_found"}  # a shown table → the figure it is made from
 
 
 def show(name: str, *, index: bool = False) -> pd.DataFrame:
     shown = tables[name]
-    cache.replay("dataframe", (key, name), shown, hide_index=not index, width="stretch")
+    cache.replay("dataframe", (name, digests[SOURCES.get(name, name)]), shown, hide_index=not index, width="stretch")
     st.download_button("CSV をダウンロード", lambda: csv_bytes(shown, index=index),  # made on click
                        file_name=f"{name}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{name}")
     return shown
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    cache.replay(kind, (key, name), data, **kwargs)
+    cache.replay(kind, (name, digests[name], repr(sorted(kwargs.items()))), data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):
@@ -121,8 +132,8 @@ start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
-key, figures = cache.analytics_figures(since, until, providers)  # computed by the database, kept until a write
-tables = labelled_all(key, figures)
+key, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
+tables = labelled_all(key, figures, digests)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 

@@ -9,9 +9,11 @@ that cannot be read (another database engine) is covered by the TTL alone.
 """
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from core import analytics
@@ -35,35 +37,67 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
-FIGURES = ("interview_funnel", "turns_to_phase", "phase_dropoff", "entries_confirmed", "model_quality",
-           "quality_over_time", "method_mix", "error_types", "diagnosis_summary", "diagnosis_outcomes",
-           "diagnosis_end_steps", "faq_rates")
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _frames(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+            ) -> analytics.Frames:
+    return analytics.load_frames(get_store(url), since, until, providers, parts=(part,))
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
+def _figure(name: str, inputs: str, _frames: analytics.Frames) -> Any:
+    return analytics.figure(_frames, name)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _figures(url: str, stamps: Any, since: datetime, until: datetime, providers: tuple[str, ...]
-             ) -> dict[str, Any]:
-    frames = analytics.load_frames(get_store(url), since, until, providers)
-    tables = {name: getattr(analytics, name)(frames) for name in FIGURES}
-    tables["faq_top_not_found"] = analytics.faq_top_not_found(frames, 20)
-    return tables
-
-
-@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _providers(url: str, stamps: Any, since: datetime, until: datetime) -> list[str]:
+def _providers(url: str, versions: Any, since: datetime, until: datetime) -> list[str]:
     return analytics.provider_options(get_store(url), since, until)
 
 
-def analytics_figures(since: datetime, until: datetime, providers: list[str]) -> tuple[tuple, dict[str, Any]]:
-    """``(key, tables)``: every table of 分析 for the period (``core.analytics`` function name → table),
-    computed by the database once for all sessions until the next write to the store, and a key that
-    names exactly these tables (for :func:`replay`)."""
-    key = (_url(), stamp(), since, until, tuple(sorted(providers)))
-    return key, _figures(*key)
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
+               ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
+    is this one cache hit. After a write, only the part whose rollups changed is read again, and only the
+    tables whose own inputs changed are computed again (the caches below)."""
+    tables: dict[str, Any] = {}
+    digests: dict[str, str] = {}
+    for part, names in analytics.FIGURES.items():
+        frames = _frames(url, dict(versions)[part], part, since, until, providers)
+        for name in names + (("faq_top_not_found",) if part == "conversations" else ()):
+            digests[name] = digest_of(analytics.figure_inputs(frames, name))
+            tables[name] = _figure(name, digests[name], frames)  # computed again only when its inputs changed
+    return tables, digests
+
+
+def analytics_figures(since: datetime, until: datetime, providers: list[str]
+                      ) -> tuple[tuple, dict[str, Any], dict[str, str]]:
+    """``(key, tables, digests)``: every table of 分析 for the period (``core.analytics`` function name →
+    table), a key that names exactly these tables, and per table a digest of its inputs (a name for its
+    content, for :func:`replay`). What was written since the last look is counted first (the store's
+    rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is read again only when
+    its own rollups changed, and each table is computed again only when its own inputs changed
+    (``analytics.figure_inputs``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
+    url, versions = _url(), tuple(sorted(analytics.refresh(store()).items()))
+    chosen = tuple(sorted(providers))
+    tables, digests = _analytics(url, versions, since, until, chosen)
+    return (url, versions, since, until, chosen), tables, digests
 
 
 def provider_options(since: datetime, until: datetime) -> list[str]:
-    return _providers(_url(), stamp(), since, until)
+    return _providers(_url(), tuple(sorted(analytics.refresh(store()).items())), since, until)
+
+
+def digest_of(values: list[Any]) -> str:
+    """One digest of several tables (and plain values)."""
+    parts = [digest(v) if isinstance(v, (pd.DataFrame, pd.Series)) else repr(v) for v in values]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def digest(data: Any) -> str:
+    """A short name for a table's content (index, columns and values): equal tables, equal digests."""
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    values = pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()
+    return hashlib.sha256(values + repr((list(frame.columns), frame.index.name)).encode()).hexdigest()[:24]
 
 
 ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.dataframe}
@@ -72,8 +106,9 @@ ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.datafram
 @st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)
 def replay(kind: str, key: Any, _data: Any, **kwargs: Any) -> None:
     """``st.bar_chart`` / ``st.line_chart`` / ``st.dataframe`` of ``_data``, drawn once per ``key`` (which must
-    name the data: it is not hashed) and then replayed (Streamlit replays the elements a cached function
-    drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most of a rerun's time."""
+    name the data, e.g. with :func:`digest`: it is not hashed) and then replayed (Streamlit replays the
+    elements a cached function drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most
+    of a rerun's time."""
     ELEMENTS[kind](_data, **kwargs)
 
 
@@ -155,3 +190,17 @@ def debug_page(query: DebugQuery, offset: int, limit: int) -> tuple[list[dict[st
 
 def debug_count(query: DebugQuery) -> int:
     return _debug_count(_url(), stamp("debug_records"), query)
+
+
+# ---- シナリオ化 (the debug log's workbench) ---------------------------------------------------------------
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def _conversation_source(url: str, stamps: Any, conversation_id: str) -> tuple:
+    from core import workbench as wb  # lazy: the workbench only where this tab is opened
+
+    return wb.conversation_turns(get_store(url), conversation_id)
+
+
+def conversation_source(conversation_id: str) -> tuple:
+    """``core.workbench.conversation_turns`` of a conversation (its turns read and masked) until the
+    conversation, its turns or its entries change: a rerun of the シナリオ化 tab reads and masks nothing."""
+    return _conversation_source(_url(), stamp("conversations", "turns", "knowledge_entries"), conversation_id)

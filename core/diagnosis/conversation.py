@@ -52,10 +52,9 @@ class DiagnosisConversations:
             transcript[-1]["response"] = response.model_dump(mode="json")
         client = client or self.service.ctx.client
         sync_chat(self.store, response.session_id, transcript, flow="diagnosis", author=self.owner,
-                  provider=getattr(client, "name", None), model=getattr(client, "model", None))
-        self.store.update_conversation(response.session_id,
-                                       merge_state={"last_response": response.model_dump(mode="json")},
-                                       fence=lease, release=lease is not None)
+                  provider=getattr(client, "name", None), model=getattr(client, "model", None),
+                  merge_state={"last_response": response.model_dump(mode="json")}, fence=lease,
+                  release=lease is not None)  # one transaction
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:

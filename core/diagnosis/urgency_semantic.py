@@ -408,12 +408,32 @@ def ship(model: SemanticUrgencyModel | None = None, directory: Path = SHIPPED_DI
     return path, len(vectors)
 
 
+VOTES_KEPT = 256  # the newest votes remembered (a turn asks about the same symptom text more than once)
+MAX_REMEMBERED_CHARS = 2000
+_votes: dict[tuple[int, str], tuple[Any, SemanticUrgency]] = {}  # (model id, text): (the model, kept alive; vote)
+_votes_lock = threading.Lock()
+
+
 def classify(text: str | None) -> SemanticUrgency | None:
-    """The default model's vote, or None when the layer is off or cannot run."""
+    """The default model's vote, or None when the layer is off or cannot run. A diagnosis turn asks about
+    the same symptom text at several steps (routing, then the diagnosing turn): the vote of a text is
+    computed once per model and remembered (the newest ``VOTES_KEPT``); every caller gets its own copy."""
     if not enabled():
         return None
     try:
-        return default_model().classify(text)
+        model = default_model()
+        if text is None or len(text) > MAX_REMEMBERED_CHARS:
+            return model.classify(text)
+        key = (id(model), text)
+        with _votes_lock:
+            _, vote = _votes.pop(key, (None, None))
+        if vote is None:
+            vote = model.classify(text)
+        with _votes_lock:
+            _votes[key] = (model, vote)  # newest last
+            while len(_votes) > VOTES_KEPT:
+                del _votes[next(iter(_votes))]
+        return replace(vote, neighbours=list(vote.neighbours))
     except Exception as exc:  # noqa: BLE001 - the rules alone still work
         logger.warning("semantic urgency unavailable: %s", exc)
         return None

@@ -123,7 +123,8 @@ class KnowledgeIndex:
             gone = [i for i in self._versions if i not in current]
             changed = [i for i, v in current.items() if self._versions.get(i) != v]
             fresh = [r for r in self._read(changed) if r.get("status") == "confirmed"]
-            for entry_id in gone + [i for i in changed if i not in {int(r["id"]) for r in fresh}]:
+            fresh_ids = {int(r["id"]) for r in fresh}  # once: a first sync reads every entry (linear, not n²)
+            for entry_id in gone + [i for i in changed if i not in fresh_ids]:
                 for table in (self._versions, self._entries, self._token_ids, self._vectors):
                     table.pop(entry_id, None)
             if fresh:

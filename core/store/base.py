@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping, Protocol
 
 from sqlalchemy import Engine, insert, select, text, update
 
-from core.store import stamps
+from core.store import rollups, stamps
 from core.store import tables as t
 from core.store.db import create_store_engine, default_url, migrate
 from core.text.pii import clean_text
@@ -176,6 +176,7 @@ class StoreBase:
             migrate(self.engine)
             with self._writer.begin() as conn:  # a later migration that copies a table drops its triggers
                 stamps.ensure(conn)
+                rollups.ensure(conn)
 
     @staticmethod
     def now() -> str:

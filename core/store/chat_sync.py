@@ -64,13 +64,17 @@ def refresh_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[
 
 
 def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *, flow: str,
-              author: Any = None, provider: str | None = None, model: str | None = None) -> int:
+              author: Any = None, provider: str | None = None, model: str | None = None,
+              merge_state: Mapping[str, Any] | None = None, fence: str | None = None, release: bool = False) -> int:
     """Make the stored turns of ``conversation_id`` match ``chat``; returns how many rows were written.
-    ``provider`` / ``model`` fill those columns of new turns whose entry does not name them."""
+    ``provider`` / ``model`` fill those columns of new turns whose entry does not name them. Everything is
+    written in one transaction (``Store.write_chat``), with ``merge_state`` merged into the conversation's
+    state and the turn lease ``fence`` checked (and given up with ``release``) when given."""
     columns = COLUMNS[flow]
     stored = store.entry_hashes(conversation_id)
     present: set[str] = set()
-    written = 0
+    appends: list[tuple[Mapping[str, Any], str, Any, dict[str, Any]]] = []
+    updates: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
     for entry in chat:
         if not entry.get("id"):
             entry["id"] = new_id(12)
@@ -82,11 +86,11 @@ def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str
             cols["provider"] = cols.get("provider") or provider
             cols["model"] = cols.get("model") or model
         if entry_id not in stored:
-            store.append_turn(conversation_id, entry, role=role, author=author, **cols)
-            written += 1
+            appends.append((entry, role, author, cols))
         elif stored[entry_id] != entry_digest(entry):
-            store.update_turn_entry(conversation_id, entry, **cols)
-            written += 1
+            updates.append((entry, cols))
     gone = [entry_id for entry_id in stored if entry_id not in present]
-    store.supersede_turns(conversation_id, gone)
-    return written + len(gone)
+    if appends or updates or gone or merge_state is not None or fence is not None:
+        store.write_chat(conversation_id, appends=appends, updates=updates, supersede=gone, merge_state=merge_state,
+                         fence=fence, release=release)
+    return len(appends) + len(updates) + len(gone)

@@ -54,6 +54,12 @@ def turn_wait(environ: Mapping[str, str] | None = None) -> float:
     return value if 0 <= value <= 3600 else TURN_WAIT_SECONDS
 
 
+# Every analytic column a turn row may carry: a multi-row insert names the same keys in every row.
+_TURN_DEFAULTS = {**{k: None for k in ("user_input", "attachments", "turn_json", "step", "provider", "model", "method",
+                                         "attempts", "latency_ms", "error_type", "raw_output", "mode", "citations")},
+                  "ok": True}
+
+
 def _lease_time(offset: float = 0.0) -> str:
     """The wall clock the lease is judged by (never ``Store.now``, which tests may freeze)."""
     return (datetime.now(timezone.utc) + timedelta(seconds=offset)).isoformat(timespec="milliseconds")
@@ -233,6 +239,59 @@ class ConversationsStore:
                 if attempt == 4:
                     raise
         raise AssertionError("unreachable")
+
+    def write_chat(self, conversation_id: str, *, appends: Iterable[tuple[Mapping[str, Any], str, Any, dict]] = (),
+                   updates: Iterable[tuple[Mapping[str, Any], dict]] = (), supersede: Iterable[str] = (),
+                   merge_state: Mapping[str, Any] | None = None, fence: str | None = None, hold: float | None = None,
+                   release: bool = False) -> None:
+        """A turn's writes in one transaction: new chat entries appended in order (``(entry, role, author,
+        columns)``), entries changed in place (``(entry, columns)``), entries superseded (their ids), and the
+        conversation's state merged (top-level keys). With ``fence`` nothing is written unless that turn
+        lease is still held (:class:`TurnBusy`); ``hold`` extends it, ``release`` gives it up."""
+        appends = [(storable_entry(e), role, author, cols) for e, role, author, cols in appends]
+        for stored, _, _, _ in appends:
+            stored["id"] = str(stored.get("id") or new_id(12))
+        updates = [(storable_entry(e), cols) for e, cols in updates]
+        gone = [str(i) for i in supersede]
+        c = t.conversations.c
+        for attempt in range(5):  # PostgreSQL: a writer outside the lease may take the same seq; the index decides
+            try:
+                with self._write() as conn:
+                    if fence is not None:
+                        self._check_lease(conn, conversation_id, fence, hold)
+                    seq = conn.execute(select(func.coalesce(func.max(t.turns.c.seq), 0))
+                                       .where(t.turns.c.conversation_id == conversation_id)).scalar() or 0
+                    stamp = self.now()
+                    rows = []
+                    for stored, role, author, cols in appends:
+                        seq += 1
+                        rows.append({"conversation_id": conversation_id, "seq": seq, "entry_id": stored["id"],
+                                     "superseded": False, "role": role, "created_at": stamp, "entry": dumps(stored),
+                                     "author": who(author)[0], **_TURN_DEFAULTS,
+                                     **turn_columns(cols, stored)})
+                    if rows:
+                        conn.execute(insert(t.turns), rows)
+                    for stored, cols in updates:
+                        conn.execute(update(t.turns).where(and_(t.turns.c.conversation_id == conversation_id,
+                                                                t.turns.c.entry_id == str(stored.get("id"))))
+                                     .values(entry=dumps(stored), **turn_columns(cols, stored)))
+                    if gone:
+                        conn.execute(update(t.turns).where(and_(t.turns.c.conversation_id == conversation_id,
+                                                                t.turns.c.entry_id.in_(gone))).values(superseded=True))
+                    values: dict[str, Any] = {"updated_at": stamp}
+                    if merge_state is not None:
+                        current = conn.execute(select(c.state).where(c.id == conversation_id)).scalar()
+                        values["state"] = dumps({**(loads(current, {}) or {}), **dict(merge_state)})
+                        values["state_version"] = c.state_version + 1
+                    if fence is not None and release:
+                        values.update(turn_token=None, turn_until=None)
+                    conn.execute(update(t.conversations).where(c.id == conversation_id).values(**values))
+                break
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+        if fence is not None and release:
+            self._released_leases.add(fence)
 
     def update_turn_entry(self, conversation_id: str, entry: Mapping[str, Any], **columns: Any) -> None:
         stored = storable_entry(entry)

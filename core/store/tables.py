@@ -225,3 +225,100 @@ store_stamps = Table(
     Column("value", Integer, nullable=False, default=0),
 )
 STAMPED_TABLES = ("conversations", "turns", "knowledge_entries", "entry_history", "bookings", "debug_records")
+
+# 分析's rollups (core.store.rollups): what the figures need, kept per conversation and per Japan day, so a
+# write costs the next visitor the conversations and days it touched instead of the whole period.
+# ``rollup_dirty`` is an append-only log of what changed (written by triggers with every write), read and
+# emptied by ``Store.refresh_rollups``; no unique key, so writers never wait on each other for it.
+rollup_dirty = Table(
+    "rollup_dirty", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(80), nullable=True),  # a conversation whose figures may have changed
+    Column("day", String(10), nullable=True),              # a Japan day (YYYY-MM-DD) whose model calls changed
+)
+rollup_conversations = Table(  # one row per conversation: what 分析 shows of it (core.analytics.Frames.conversations)
+    "rollup_conversations", metadata,
+    Column("id", String(40), primary_key=True),
+    Column("flow", String(16), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("started", Integer, nullable=False),
+    Column("provider", String(40), nullable=False),
+    Column("max_rank", Integer, nullable=True),
+    Column("last_phase", String(40), nullable=True),
+    Column("finalized", Integer, nullable=True),
+    Column("confirmed", Integer, nullable=False),
+    Column("to_draft", Integer, nullable=True),
+    Column("to_finalize", Integer, nullable=True),
+    Column("final_step", String(40), nullable=True),
+    Column("urgency", String(16), nullable=True),
+    Column("booked", Integer, nullable=False),
+    Column("answers", Integer, nullable=True),
+    Column("cited", Integer, nullable=True),
+    Column("citing", Integer, nullable=True),
+    Column("entries", Integer, nullable=False),
+    Column("entries_draft", Integer, nullable=False),
+    Column("entries_confirmed", Integer, nullable=False),
+    Column("entries_archived", Integer, nullable=False),
+    Column("entries_ever", Integer, nullable=False),        # entries of it ever confirmed
+)
+Index("ix_rollup_conversations_created", rollup_conversations.c.created_at)
+rollup_faq = Table(  # per FAQ conversation, outcome and (for not_found) question: exchanges
+    "rollup_faq", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(40), nullable=False),
+    Column("outcome", String(40), nullable=False),
+    Column("question", Text, nullable=True),
+    Column("exchanges", Integer, nullable=False),
+    Column("last_asked", String(32), nullable=True),
+)
+Index("ix_rollup_faq_conversation", rollup_faq.c.conversation_id)
+rollup_tasks = Table(  # per Japan day, task, provider, prompt version: model tasks (a first call and its repairs)
+    "rollup_tasks", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("day", String(10), nullable=False),
+    Column("task", String(120), nullable=False),
+    Column("provider", String(40), nullable=False),
+    Column("prompt_version", String(64), nullable=False),
+    Column("tasks", Integer, nullable=False),
+    Column("calls", Integer, nullable=False),
+    Column("first_try_valid", Integer, nullable=False),
+    Column("valid", Integer, nullable=False),
+    Column("repairs", Integer, nullable=False),
+    Column("error_calls", Integer, nullable=False),
+)
+Index("ix_rollup_tasks_day", rollup_tasks.c.day)
+rollup_methods = Table(  # per Japan day, task, provider and method (the last strategy of a task): tasks
+    "rollup_methods", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("day", String(10), nullable=False),
+    Column("task", String(120), nullable=False),
+    Column("provider", String(40), nullable=False),
+    Column("method", String(40), nullable=False),
+    Column("tasks", Integer, nullable=False),
+)
+Index("ix_rollup_methods_day", rollup_methods.c.day)
+rollup_errors = Table(  # per Japan day, provider and outcome of the failed calls: calls
+    "rollup_errors", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("day", String(10), nullable=False),
+    Column("provider", String(40), nullable=False),
+    Column("error_type", String(80), nullable=True),
+    Column("calls", Integer, nullable=False),
+)
+Index("ix_rollup_errors_day", rollup_errors.c.day)
+rollup_latency = Table(  # per Japan day, task, provider, prompt version and latency bucket (≈2 % wide): calls
+    "rollup_latency", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("day", String(10), nullable=False),
+    Column("task", String(120), nullable=False),
+    Column("provider", String(40), nullable=False),
+    Column("prompt_version", String(64), nullable=False),
+    Column("bucket", Integer, nullable=False),
+    Column("calls", Integer, nullable=False),
+)
+Index("ix_rollup_latency_day", rollup_latency.c.day)
+rollup_versions = Table(  # bumped by a refresh that changed the conversation rollups / the call rollups
+    "rollup_versions", metadata,
+    Column("name", String(40), primary_key=True),
+    Column("value", Integer, nullable=False, default=0),
+)

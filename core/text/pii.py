@@ -38,6 +38,7 @@ import binascii
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -430,9 +431,22 @@ def redact_secrets(text: str, extra: tuple[str, ...] = ()) -> str:
     return _mask(text, extra, frozenset({"secret"}))
 
 
+SCRUB_MEMO_STRINGS = 1024  # scrub's memo: the distinct strings it remembers (least recently used dropped)
+SCRUB_MEMO_MAX_CHARS = 8000  # a longer string is masked every time (the memo stays ≤ ~32 MB)
+
+
+@lru_cache(maxsize=SCRUB_MEMO_STRINGS)
+def _scrub_text(text: str, extra_secrets: tuple[str, ...]) -> str:
+    return mask_text(text, extra_secrets)
+
+
 def scrub(value: Any, extra_secrets: tuple[str, ...] = ()) -> Any:
-    """Recursively mask personal data and secrets in every string of a JSON-like value."""
+    """Recursively mask personal data and secrets in every string of a JSON-like value. A debug record
+    repeats most of its strings on every call of a turn and every turn (the system prompt, the schema, the
+    tools, the history so far): each distinct string is masked once and remembered (``_scrub_text``)."""
     if isinstance(value, str):
+        if len(value) <= SCRUB_MEMO_MAX_CHARS:
+            return _scrub_text(value, tuple(extra_secrets))
         return mask_text(value, extra_secrets)
     if isinstance(value, dict):
         return {k: scrub(v, extra_secrets) for k, v in value.items()}

@@ -87,9 +87,10 @@ def _schema_version(turn: Mapping[str, Any]) -> str | None:
     return describe(turn) if turn else None
 
 
-def suggest_expectations(store: Any, conversation_id: str) -> dict[str, Any]:
-    """Expectations the conversation's end state satisfies, for the operator to tick."""
-    conversation, _, final = conversation_turns(store, conversation_id)
+def suggest_expectations(store: Any, conversation_id: str, *, source: tuple | None = None) -> dict[str, Any]:
+    """Expectations the conversation's end state satisfies, for the operator to tick (``source``: what
+    :func:`conversation_turns` returned for it, so it is not read again)."""
+    conversation, _, final = source or conversation_turns(store, conversation_id)
     flow = conversation["flow"]
     if flow == "knowledge":
         fields = [k for k, v in (final.get("knowledge") or {}).items() if str(v or "").strip()]
@@ -113,10 +114,11 @@ def known_expectations() -> set[str]:
 
 
 def promote(store: Any, conversation_id: str, expectations: Mapping[str, Any], *, name: str | None = None,
-            turns: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+            turns: Sequence[Mapping[str, Any]] | None = None, source: tuple | None = None) -> dict[str, Any]:
     """A ``core.eval`` scenario replaying the stored conversation, expecting ``expectations``
-    (keys the runner knows; ValueError otherwise). ``turns`` overrides the conversation's turns."""
-    conversation, found, final = conversation_turns(store, conversation_id)
+    (keys the runner knows; ValueError otherwise). ``turns`` overrides the conversation's turns;
+    ``source`` is what :func:`conversation_turns` returned for it (not read again)."""
+    conversation, found, final = source or conversation_turns(store, conversation_id)
     flow = conversation["flow"]
     expect = {k: v for k, v in dict(expectations).items() if v != "" and v != []}
     if not expect:

@@ -339,3 +339,48 @@ def test_stored_turns_carry_mode_and_citations_for_the_figures(store, seeded):
     assert d1 == [0, 0, 3, 0, 0]  # the chat entry's sources (the page's list) when the response names none
     f1 = [t["citations"] for t in store.list_turns(seeded["F1"])]
     assert f1 == [2, 0, 0, 1]
+
+
+@pytest.mark.parametrize("providers", [[], ["openai"]])
+def test_whole_japan_days_from_the_day_rollups_equal_the_figures_from_the_records(store, seeded, providers):
+    """What 分析 shows (whole Japan days) comes from the day rollups: the same figures as reading the
+    period's debug records, latencies within 1 % (≈2 % buckets)."""
+    jst = timezone(timedelta(hours=9))
+    lo, hi = a.utc_bound(datetime(2025, 6, 1, tzinfo=jst)), a.utc_bound(datetime(2025, 7, 1, tzinfo=jst))
+    a.refresh(store)
+    with store.engine.connect() as conn:
+        days = a._calls_from_rollups(conn, "2025-06-01", "2025-07-01", providers)
+        records = a._calls_from_records(conn, lo, hi, providers)
+    assert days["calls"] == records["calls"] == (9 if not providers else 7)
+    for name in ("methods", "errors"):
+        pd.testing.assert_frame_equal(days[name].sort_values(list(days[name].columns)).reset_index(drop=True),
+                                      records[name].sort_values(list(records[name].columns)).reset_index(drop=True),
+                                      check_dtype=False)
+    quality = {name: a.model_quality(a.Frames(**{**a._EMPTY_CONVERSATIONS, **part}))
+               for name, part in (("days", days), ("records", records))}
+    latency = ["latency_p50_ms", "latency_p95_ms"]
+    pd.testing.assert_frame_equal(quality["days"].drop(columns=latency), quality["records"].drop(columns=latency))
+    assert ((quality["days"][latency] - quality["records"][latency]).abs() <= quality["records"][latency] * 0.01
+            ).all().all()
+    over_time = {name: a.quality_over_time(a.Frames(**{**a._EMPTY_CONVERSATIONS, **part}))
+                 for name, part in (("days", days), ("records", records))}
+    pd.testing.assert_frame_equal(over_time["days"], over_time["records"])
+
+
+def test_a_period_of_japan_days_reads_the_rollups_not_the_records(store, seeded):
+    from sqlalchemy import event
+
+    a.refresh(store)
+    seen: list[str] = []
+
+    def spy(conn, cursor, statement, parameters, context, executemany):
+        seen.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", spy)
+    try:
+        jst = timezone(timedelta(hours=9))
+        frames = a.load_frames(store, datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", spy)
+    assert frames.calls == 9 and len(frames.conversations) == 11
+    assert not any("debug_records" in s or " turns " in s for s in seen), seen

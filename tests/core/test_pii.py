@@ -150,3 +150,24 @@ def test_the_ui_line_never_shows_base_url_credentials():
     line = describe(client)
     assert "hunter2" not in line and "abc123" not in line and "me:" not in line
     assert "gw.example.com/v1" in line
+
+
+def test_scrub_masks_each_distinct_string_once(monkeypatch):
+    """A debug record repeats its system prompt, schema and history on every call: scrubbing the same
+    strings again reuses the masked text (counted, not timed), and the result is the same."""
+    from core.text import pii
+
+    pii._scrub_text.cache_clear()
+    masked: list[str] = []
+    real = pii.mask_text
+    monkeypatch.setattr(pii, "mask_text", lambda text, extra=(): masked.append(text) or real(text, extra))
+    record = {"messages": [{"role": "system", "content": "あなたは整備士です。"},
+                           {"role": "user", "content": "電話は090-1234-5678です"}],
+              "schema": {"type": "object", "description": "回答"}}
+    first = scrub(record)
+    assert first["messages"][1]["content"] == "電話は[電話番号]です"
+    count = len(masked)
+    assert scrub(record) == first and len(masked) == count  # nothing masked again
+    longer = "x" * (pii.SCRUB_MEMO_MAX_CHARS + 1)
+    scrub([longer, longer])
+    assert masked[count:] == [longer, longer]  # a very long string is not remembered

@@ -100,9 +100,15 @@ def test_an_empty_store_renders_every_section_without_errors():
     assert len(at.get("download_button")) == TABLES
 
 
-def test_a_rerun_reads_only_the_change_stamps_until_a_new_turn_is_stored(seeded):
-    """The period's figures are cached (shared by every session) until the store changes: a rerun with
-    nothing new runs no query but the stamps'; a new turn shows up on the next rerun."""
+def bookkeeping(statement: str) -> bool:
+    """A look at the rollups' log and versions (what a rerun with nothing new reads)."""
+    return "rollup_dirty" in statement or "rollup_versions" in statement
+
+
+def test_a_rerun_reads_only_the_rollup_versions_until_a_new_turn_is_stored(seeded):
+    """The period's figures are cached (shared by every session) until the rollups change: a rerun with
+    nothing new runs no query but the log's and the versions'; a new turn shows up on the next rerun,
+    recounted alone (core.store.rollups), and the figures are read from the rollups."""
     from sqlalchemy import event
 
     at = page()
@@ -110,14 +116,33 @@ def test_a_rerun_reads_only_the_change_stamps_until_a_new_turn_is_stored(seeded)
     event.listen(seeded.engine, "before_cursor_execute",
                  lambda *args: statements.append(args[2]) if args[2] != "BEGIN" else None)
     at.run()
-    assert not at.exception and statements and all("stamp" in s for s in statements), statements
+    assert not at.exception and statements and all(bookkeeping(s) for s in statements), statements
     before = table(at, "段階").set_index("段階")["会話数"]["開始"]
     conversation(seeded, "knowledge", knowledge_chat(("collect_case",)), provider="openai")
     statements.clear()
     at.run()
     assert table(at, "段階").set_index("段階")["会話数"]["開始"] == before + 1
-    assert any("GROUP BY" in s for s in statements)  # read afresh, aggregated by the database
+    assert any("GROUP BY" in s and "turns" in s for s in statements)  # the new conversation, counted
+    assert any("FROM rollup_conversations" in s for s in statements)  # the figures: from the rollups
+    assert not any("calls AS" in s for s in statements)  # no model call was written: no day recounted
     other = page()  # another browser session: the same cached figures, nothing recomputed
     statements.clear()
     other.run()
-    assert all("stamp" in s for s in statements)
+    assert all(bookkeeping(s) for s in statements)
+
+
+def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
+    """Each table is cached by its own inputs (core.analytics.figure_inputs): an FAQ exchange written by
+    another user recomputes the FAQ tables and leaves the interview, diagnosis and model-call tables as
+    they were (counted, not timed)."""
+    computed: list[str] = []
+    real = analytics.figure
+    monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real(frames, name))
+    at = page()
+    assert not at.exception and "interview_funnel" in computed
+    computed.clear()
+    conversation(seeded, "faq", faq_chat(("not_found", "営業時間は？", 0)), provider="offline")
+    at.run()
+    assert not at.exception
+    assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
+    assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one

@@ -193,3 +193,31 @@ def test_the_replay_editor_follows_the_record_picked(workbench):
     app.selectbox(key="wb_record_pick").set_value(knowledge["id"]).run()  # and back again
     assert app.text_area(key="wb_system").value == knowledge["messages"][0]["content"]
     assert app.selectbox(key="wb_prompt_name").value == "knowledge_system"
+
+
+def test_a_rerun_of_the_promote_tab_reads_and_masks_no_turn_again(workbench, monkeypatch):
+    """シナリオ化 reads the conversation's turns and masks them once per change of the conversation: a
+    rerun (a ticked box, a typed name) reads and masks nothing (counted); a new turn is read on the next."""
+    from core.workbench import scenarios
+
+    store = get_store()
+    cid = store.create_conversation("faq", OPERATOR_ID, title="オイル交換")
+    seed_knowledge_call(OfflineClient(), session_id=cid)
+    for question in ("オイル交換の目安は？", "電話は090-1234-5678です"):
+        store.append_turn(cid, {"user": question}, role="exchange", user_input=question,
+                          turn_json={"message": "…", "citations": [], "outcome": "answered"}, step="answered")
+    reads: list[str] = []
+    real = scenarios.conversation_turns
+    counted = lambda s, c: reads.append(c) or real(s, c)  # noqa: E731
+    monkeypatch.setattr(scenarios, "conversation_turns", counted)
+    monkeypatch.setattr(wb, "conversation_turns", counted)
+    app = workbench()
+    app.text_input(key="wb_promote_id").set_value(cid).run()
+    assert not app.exception and reads == [cid]
+    app.text_input(key="wb_promote_name").set_value("名前だけ変える").run()
+    app.run()
+    assert reads == [cid]
+    store.append_turn(cid, {"user": "車検の費用は？"}, role="exchange", user_input="車検の費用は？", step="answered")
+    app.run()
+    [scenario] = [c.value for c in app.code if c.language == "yaml"]
+    assert reads == [cid, cid] and "車検の費用" in scenario and "[電話番号]" in scenario and "090" not in scenario

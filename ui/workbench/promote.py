@@ -9,12 +9,13 @@ from typing import Any
 import streamlit as st
 
 from core import workbench as wb
+from ui import cache
 from ui.safe import lines, plain
 from ui.session import identity, store
 
 
-def _expectations(cid: str, flow: str) -> dict[str, Any]:
-    suggested = wb.suggest_expectations(store(), cid)
+def _expectations(cid: str, flow: str, source: tuple) -> dict[str, Any]:
+    suggested = wb.suggest_expectations(store(), cid, source=source)
     st.markdown("**期待値（チェックしたものをシナリオに入れます）**")
     expect = {}
     for key, value in suggested.items():
@@ -64,20 +65,21 @@ def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
     if not cid:
         st.info("シナリオにする会話の ID を入力してください（記録の「会話」列）。")
         return
-    try:
-        convo, turns, final = wb.conversation_turns(store(), cid)
+    try:  # read and masked once per change of the conversation, not on every rerun (ui.cache)
+        source = cache.conversation_source(cid)
     except (LookupError, ValueError) as exc:
         st.warning(str(exc))
         return
+    convo, turns, final = source
     st.caption(f"フロー: {convo['flow']} · {plain(convo.get('title')) or '（無題）'} · ユーザーの発話 {len(turns)} 件"
                + (f" · 最後のターン: {final['schema_version']}" if final.get("schema_version") else ""))
     st.code(wb.scenario_yaml({"turns": turns}).strip(), language="yaml")
-    expect = _expectations(cid, convo["flow"])
+    expect = _expectations(cid, convo["flow"], source)
     name = st.text_input("シナリオ名", value=f"{convo['flow']} {cid}", key="wb_promote_name", max_chars=200)
     file_name = wb.scenario_filename(st.text_input("ファイル名", value=f"promoted_{convo['flow']}",
                                                    key="wb_promote_file", max_chars=60))
     try:
-        scenario = wb.promote(store(), cid, expect, name=name)
+        scenario = wb.promote(store(), cid, expect, name=name, source=source)
     except ValueError as exc:
         st.warning(str(exc))
         return

@@ -280,3 +280,26 @@ def test_a_high_rule_is_not_overruled_by_a_critical_resemblance_unless_nearly_th
     assert fuse(medium_rule, vote("critical", top_sim=0.93), None).level == "critical"
     # with no rule at high the vote still raises to critical (text only)
     assert fuse(KeywordUrgency(), vote("critical", top_sim=0.93), None).level == "critical"
+
+
+def test_a_turn_that_asks_about_the_same_symptom_twice_votes_once(monkeypatch):
+    """Routing and then the diagnosing turn both fuse the vote on the symptom text: it is computed once
+    (counted), and each caller gets its own copy."""
+    import core.diagnosis.urgency_semantic as semantic
+
+    class Counting:
+        calls = 0
+
+        def classify(self, text):
+            Counting.calls += 1
+            return semantic.SemanticUrgency(level="high", neighbours=[("exemplar", "high", 0.9)])
+
+    model = Counting()
+    monkeypatch.setattr(semantic, "enabled", lambda: True)
+    monkeypatch.setattr(semantic, "default_model", lambda: model)
+    first = semantic.classify("ブレーキを踏むとキーキー鳴る")
+    first.level, first.neighbours[:] = "none", []  # a caller changing its copy
+    second = semantic.classify("ブレーキを踏むとキーキー鳴る")
+    assert Counting.calls == 1 and second.level == "high" and second.neighbours == [("exemplar", "high", 0.9)]
+    semantic.classify("エアコンの風が弱い")
+    assert Counting.calls == 2

@@ -1,0 +1,434 @@
+"""分析's rollups (issue #25): what the figures need, counted once and kept current, so the first visitor
+after a write pays for what that write touched, not for the whole period again.
+
+* ``rollup_conversations`` — one row per conversation: whether someone spoke, its provider, furthest
+  phase, final step, urgency, booking, answers and citations, its knowledge entries by status;
+  ``rollup_faq`` — an FAQ conversation's exchanges per outcome (and not-found question).
+* ``rollup_tasks`` / ``rollup_methods`` / ``rollup_errors`` / ``rollup_latency`` — the model calls of one
+  Japan day grouped into tasks (a first call and its retries and repairs) per task, provider and prompt
+  version; latencies as a histogram of ≈2 % wide buckets (:func:`latency_bucket`), so p50 / p95 come out
+  within 1 % of the exact value.
+
+**Kept current by the write path.** Triggers on ``conversations`` (insert, state), ``turns``, ``bookings``,
+``knowledge_entries`` (insert, status) and ``debug_records`` append what a write touched (a conversation
+id, a record's Japan day) to ``rollup_dirty``, in the writing transaction. The log has no unique key, so
+writers never wait on each other for it (PostgreSQL: no row lock; SQLite serialises writers anyway).
+:meth:`RollupsStore.refresh_rollups` (run by 分析 before it reads) recomputes exactly those conversations
+and days, each batch in its own short transaction that first deletes the marks it handles and then
+reads: a write that commits later leaves its mark for the next refresh, so nothing is lost between two
+processes (READ COMMITTED on PostgreSQL: a mark the delete saw was committed, so the reads after it see its
+data). ``rollup_versions`` is bumped when a refresh changed something: 分析's caches are keyed by it.
+
+A conversation's rows are computed by the same SQL 分析 ran over the period before (now per conversation);
+a day's model calls by the same window functions, over that day only. Differences from reading the period
+whole: a conversation whose turns name no provider takes it from its first debug record (of any day), and a
+task is one provider's calls within one Japan day.
+"""
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Any, Iterable
+
+from sqlalchemy import bindparam, delete, insert, select, text, update
+
+from core.store import tables as t
+
+UNKNOWN = "—"  # a provider or prompt version that was not recorded
+PHASES = ("collect_case", "organize_risks", "draft_knowledge", "review_knowledge")  # seed 003 §3.2.2, in order
+# Diagnosis steps whose assistant turn is the model's answer (the intake, booking and done steps are fixed texts).
+ANSWER_STEPS = ("spec_check", "diagnosing", "urgency_check", "reservation")
+DAY_TZ = timezone(timedelta(hours=9))  # the days rollups count by: Japan days (no daylight saving)
+BUCKETS_PER_E = 50  # latency buckets: e**(1/50) ≈ 2 % wide
+BATCH = 400  # conversations recomputed per transaction
+DAYS_PER_BATCH = 7
+ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
+                 "rollup_latency")
+
+
+# ---- days and buckets ------------------------------------------------------------------------------------
+def day_of(iso: str) -> str:
+    """The Japan day (``YYYY-MM-DD``) of a stored UTC timestamp."""
+    return datetime.fromisoformat(iso).astimezone(DAY_TZ).date().isoformat()
+
+
+def day_bounds(day: str | date) -> tuple[str, str]:
+    """``[start, end)`` of a Japan day as stored-timestamp text (UTC ISO, milliseconds)."""
+    start = datetime.combine(date.fromisoformat(str(day)), time(), DAY_TZ)
+    return tuple(x.astimezone(timezone.utc).isoformat(timespec="milliseconds")  # type: ignore[return-value]
+                 for x in (start, start + timedelta(days=1)))
+
+
+def japan_days(utc_dates: Iterable[str]) -> list[str]:
+    """The Japan days that the UTC dates (``YYYY-MM-DD``) overlap: each date and the next; an unreadable
+    date (a record that named an odd time) is skipped."""
+    days: set[str] = set()
+    for value in utc_dates:
+        try:
+            utc = date.fromisoformat(str(value)[:10])
+        except ValueError:
+            continue
+        days.update((utc.isoformat(), (utc + timedelta(days=1)).isoformat()))
+    return sorted(days)
+
+
+def latency_bucket(ms: float) -> int:
+    return round(math.log(max(float(ms), 1.0)) * BUCKETS_PER_E)
+
+
+def bucket_value(bucket: int) -> float:
+    """The latency (ms) a bucket stands for (its centre, within 1 % of every latency in it)."""
+    return math.exp(bucket / BUCKETS_PER_E)
+
+
+# ---- the SQL of the figures (per conversation; per day of model calls) -------------------------------------
+def urgency_sql(dialect: str) -> str:
+    """A diagnosis conversation's ``session.urgency_level`` from its state, read by the database."""
+    if dialect == "sqlite":
+        return ("CASE WHEN c.flow = 'diagnosis' AND json_valid(c.state) = 1 "
+                "THEN json_extract(c.state, '$.session.urgency_level') END")
+    if dialect == "postgresql":
+        return "CASE WHEN c.flow = 'diagnosis' THEN CAST(c.state AS json) #>> '{session,urgency_level}' END"
+    return "NULL"
+
+
+def cohort_sql(dialect: str, where: str, records: str = "1 = 1") -> str:
+    """``cohort``: the conversations ``where`` selects (alias ``c``) with whether someone spoke and their
+    provider (the first one their turns name, else their debug records ``records`` selects, alias ``d``)."""
+    return f"""
+WITH cohort AS (
+  SELECT c.id, c.flow, c.created_at, {urgency_sql(dialect)} AS state_urgency,
+    CASE WHEN EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = c.id AND t.role IN ('user', 'exchange'))
+         THEN 1 ELSE 0 END AS started,
+    COALESCE(
+      (SELECT t.provider FROM turns t WHERE t.conversation_id = c.id AND t.role <> 'user'
+         AND t.provider IS NOT NULL AND t.provider <> '' ORDER BY t.seq LIMIT 1),
+      (SELECT d.provider FROM debug_records d WHERE d.conversation_id = c.id AND {records}
+         AND d.provider IS NOT NULL AND d.provider <> '' ORDER BY d.id LIMIT 1),
+      :unknown) AS provider
+  FROM conversations c WHERE {where}
+)"""
+
+
+_RANK = ("CASE t.step WHEN 'collect_case' THEN 0 WHEN 'organize_risks' THEN 1 WHEN 'draft_knowledge' THEN 2 "
+         "WHEN 'review_knowledge' THEN 3 END")
+_ANSWER = "t.role = 'assistant' AND t.ok"
+_ANSWER_STEPS = ", ".join(f"'{s}'" for s in ANSWER_STEPS)
+
+CONVERSATIONS_SQL = f"""
+, knowledge AS (
+  SELECT t.conversation_id AS id,
+    MAX(CASE WHEN {_ANSWER} THEN {_RANK} END) AS max_rank,
+    MAX(CASE WHEN {_ANSWER} AND t.step IS NOT NULL THEN t.seq END) AS last_phase_seq,
+    MAX(CASE WHEN {_ANSWER} AND t.mode = 'finalize' THEN 1 ELSE 0 END) AS finalized,
+    MIN(CASE WHEN {_ANSWER} AND t.step IN ('draft_knowledge', 'review_knowledge') THEN t.seq END) AS draft_seq,
+    MIN(CASE WHEN {_ANSWER} AND t.mode = 'finalize' THEN t.seq END) AS finalize_seq
+  FROM turns t JOIN cohort c ON c.id = t.conversation_id
+  WHERE c.flow = 'knowledge' AND c.started = 1 AND NOT t.superseded GROUP BY t.conversation_id
+), diagnosis AS (
+  SELECT t.conversation_id AS id,
+    MAX(CASE WHEN t.role = 'assistant' AND t.step IS NOT NULL THEN t.seq END) AS final_seq,
+    SUM(CASE WHEN t.role = 'assistant' AND t.step IN ({_ANSWER_STEPS}) THEN 1 ELSE 0 END) AS answers,
+    SUM(CASE WHEN t.role = 'assistant' AND t.step IN ({_ANSWER_STEPS}) THEN COALESCE(t.citations, 0) ELSE 0 END)
+      AS cited,
+    SUM(CASE WHEN t.role = 'assistant' AND t.step IN ({_ANSWER_STEPS}) AND COALESCE(t.citations, 0) > 0
+        THEN 1 ELSE 0 END) AS citing
+  FROM turns t JOIN cohort c ON c.id = t.conversation_id
+  WHERE c.flow = 'diagnosis' AND c.started = 1 AND NOT t.superseded GROUP BY t.conversation_id
+), entries AS (
+  SELECT e.conversation_id AS id, COUNT(*) AS entries,
+    SUM(CASE WHEN e.status = 'draft' THEN 1 ELSE 0 END) AS entries_draft,
+    SUM(CASE WHEN e.status = 'confirmed' THEN 1 ELSE 0 END) AS entries_confirmed,
+    SUM(CASE WHEN e.status = 'archived' THEN 1 ELSE 0 END) AS entries_archived,
+    SUM(CASE WHEN EXISTS (SELECT 1 FROM entry_history h WHERE h.entry_id = e.id AND h.action = 'confirm')
+        THEN 1 ELSE 0 END) AS entries_ever
+  FROM knowledge_entries e JOIN cohort c ON c.id = e.conversation_id GROUP BY e.conversation_id
+)
+SELECT c.id, c.flow, c.created_at, c.started, c.provider,
+  k.max_rank,
+  (SELECT t.step FROM turns t WHERE t.conversation_id = c.id AND t.seq = k.last_phase_seq) AS last_phase,
+  k.finalized,
+  CASE WHEN c.flow = 'knowledge' AND COALESCE(x.entries_ever, 0) > 0 THEN 1 ELSE 0 END AS confirmed,
+  CASE WHEN k.draft_seq IS NOT NULL THEN (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id
+     AND t.role = 'user' AND NOT t.superseded AND t.seq < k.draft_seq) END AS to_draft,
+  CASE WHEN k.finalize_seq IS NOT NULL THEN (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id
+     AND t.role = 'user' AND NOT t.superseded AND t.seq < k.finalize_seq) END AS to_finalize,
+  (SELECT t.step FROM turns t WHERE t.conversation_id = c.id AND t.seq = d.final_seq) AS final_step,
+  COALESCE(c.state_urgency, (SELECT b.urgency FROM bookings b WHERE b.conversation_id = c.id AND b.urgency IS NOT NULL
+     ORDER BY b.id DESC LIMIT 1)) AS urgency,
+  CASE WHEN c.flow = 'diagnosis' AND EXISTS (SELECT 1 FROM bookings b WHERE b.conversation_id = c.id) THEN 1 ELSE 0 END
+    AS booked,
+  d.answers, d.cited, d.citing,
+  COALESCE(x.entries, 0) AS entries, COALESCE(x.entries_draft, 0) AS entries_draft,
+  COALESCE(x.entries_confirmed, 0) AS entries_confirmed, COALESCE(x.entries_archived, 0) AS entries_archived,
+  COALESCE(x.entries_ever, 0) AS entries_ever
+FROM cohort c LEFT JOIN knowledge k ON k.id = c.id LEFT JOIN diagnosis d ON d.id = c.id LEFT JOIN entries x ON x.id = c.id
+ORDER BY c.created_at, c.id"""
+
+FAQ_SQL = """
+SELECT t.conversation_id, COALESCE(t.step, :unknown) AS outcome,
+  CASE WHEN t.step = 'not_found' THEN t.user_input END AS question, COUNT(*) AS exchanges,
+  MAX(t.created_at) AS last_asked
+FROM turns t JOIN cohort c ON c.id = t.conversation_id
+WHERE c.flow = 'faq' AND c.started = 1 AND NOT t.superseded AND t.role = 'exchange'
+GROUP BY t.conversation_id, COALESCE(t.step, :unknown), CASE WHEN t.step = 'not_found' THEN t.user_input END"""
+
+
+def calls_sql(where: str, providers: bool = False) -> str:
+    """``calls`` (the model calls ``where`` selects, provider-filtered with ``:providers``) and ``tasks``
+    (one row per model task: its first call, then its retries and repairs; a new task starts at
+    ``attempt`` 1 within a conversation's flow/step and provider, in id order)."""
+    provider_filter = " AND COALESCE(NULLIF(provider, ''), :unknown) IN :providers" if providers else ""
+    return f"""
+WITH calls AS (
+  SELECT id, COALESCE(conversation_id, '') AS conv, COALESCE(flow, '') || '/' || COALESCE(step, '') AS task,
+    COALESCE(NULLIF(provider, ''), :unknown) AS provider,
+    COALESCE(NULLIF(prompt_version, ''), :unknown) AS prompt_version,
+    outcome, strategy, kind, COALESCE(attempt, 1) AS attempt, latency_ms, created_at
+  FROM debug_records WHERE {where}{provider_filter}
+), numbered AS (
+  SELECT calls.*, SUM(CASE WHEN attempt <= 1 THEN 1 ELSE 0 END)
+    OVER (PARTITION BY conv, task, provider ORDER BY id ROWS UNBOUNDED PRECEDING) AS task_no
+  FROM calls
+), ranked AS (
+  SELECT numbered.*,
+    ROW_NUMBER() OVER (PARTITION BY conv, task, provider, task_no ORDER BY id) AS first_rank,
+    ROW_NUMBER() OVER (PARTITION BY conv, task, provider, task_no ORDER BY id DESC) AS last_rank,
+    ROW_NUMBER() OVER (PARTITION BY conv, task, provider, task_no
+                       ORDER BY CASE WHEN strategy IS NULL THEN 1 ELSE 0 END, id DESC) AS strategy_rank
+  FROM numbered
+), tasks AS (
+  SELECT conv, task, provider, task_no,
+    MAX(CASE WHEN first_rank = 1 THEN prompt_version END) AS prompt_version,
+    MAX(CASE WHEN first_rank = 1 AND outcome = 'ok' THEN 1 ELSE 0 END) AS first_try_valid,
+    MAX(CASE WHEN last_rank = 1 AND outcome = 'ok' THEN 1 ELSE 0 END) AS valid,
+    MAX(CASE WHEN strategy_rank = 1 THEN strategy END) AS method,
+    COUNT(*) AS calls,
+    SUM(CASE WHEN kind = 'repair' THEN 1 ELSE 0 END) AS repairs,
+    MAX(CASE WHEN first_rank = 1 THEN created_at END) AS started_at
+  FROM ranked GROUP BY conv, task, provider, task_no
+)"""
+
+
+def aggregates_sql(by_hour: bool) -> str:
+    """After :func:`calls_sql`: every aggregate of the calls in one statement (``calls`` and ``tasks`` are
+    evaluated once), told apart by ``kind``: ``task`` (per task, provider, prompt version, and with
+    ``by_hour`` the UTC hour the task started), ``series_errors`` (failed calls per the same series),
+    ``method`` (tasks per task, provider and last strategy), ``error`` (failed calls per provider and
+    outcome), ``latency`` (one row per call with a latency)."""
+    hour = "SUBSTR(started_at, 1, 13)" if by_hour else "NULL"
+    group = "SUBSTR(started_at, 1, 13), " if by_hour else ""
+    return f"""
+SELECT 'task' AS kind, {hour} AS hour, task, provider, prompt_version, CAST(NULL AS TEXT) AS method, COUNT(*) AS tasks,
+  SUM(calls) AS calls, SUM(first_try_valid) AS first_try_valid, SUM(valid) AS valid, SUM(repairs) AS repairs,
+  CAST(NULL AS FLOAT) AS latency_ms
+FROM tasks GROUP BY {group}task, provider, prompt_version
+UNION ALL
+SELECT 'series_errors', NULL, task, provider, prompt_version, NULL, NULL, COUNT(*), NULL, NULL, NULL, NULL
+FROM calls WHERE COALESCE(outcome, '') <> 'ok' GROUP BY task, provider, prompt_version
+UNION ALL
+SELECT 'method', NULL, task, provider, NULL, method, COUNT(*), NULL, NULL, NULL, NULL, NULL
+FROM tasks WHERE method IS NOT NULL GROUP BY task, provider, method
+UNION ALL
+SELECT 'error', NULL, NULL, provider, NULL, outcome, NULL, COUNT(*), NULL, NULL, NULL, NULL
+FROM calls WHERE COALESCE(outcome, '') <> 'ok' GROUP BY provider, outcome
+UNION ALL
+SELECT 'latency', NULL, task, provider, prompt_version, NULL, NULL, NULL, NULL, NULL, NULL, latency_ms
+FROM calls WHERE latency_ms IS NOT NULL"""
+
+
+# ---- the triggers that keep the log ----------------------------------------------------------------------
+# A debug record's mark is its UTC date (the first ten characters of ``created_at``: a string operation that
+# cannot fail inside a writer's transaction, whatever the record says); the refresh recounts the two Japan
+# days that UTC date overlaps. A record also marks its conversation (whose provider it may name).
+_SQLITE_TRIGGERS = (  # (name, table, event, conversation id, row whose date is marked)
+    ("rollup_conversations_insert", "conversations", "INSERT", "NEW.id", None),
+    ("rollup_conversations_state", "conversations", "UPDATE OF state", "NEW.id", None),
+    ("rollup_turns_insert", "turns", "INSERT", "NEW.conversation_id", None),
+    ("rollup_turns_update", "turns", "UPDATE", "NEW.conversation_id", None),
+    ("rollup_bookings_insert", "bookings", "INSERT", "NEW.conversation_id", None),
+    ("rollup_bookings_update", "bookings", "UPDATE OF urgency, conversation_id", "NEW.conversation_id", None),
+    ("rollup_entries_insert", "knowledge_entries", "INSERT", "NEW.conversation_id", None),
+    ("rollup_entries_update", "knowledge_entries", "UPDATE OF status, conversation_id", "NEW.conversation_id", None),
+    ("rollup_debug_insert", "debug_records", "INSERT", "NEW.conversation_id", "NEW"),
+    ("rollup_debug_update", "debug_records", "UPDATE", "NEW.conversation_id", "NEW"),
+    ("rollup_debug_delete", "debug_records", "DELETE", "OLD.conversation_id", "OLD"),
+)
+_PG_EVENTS = {"conversations": "INSERT OR UPDATE OF state", "turns": "INSERT OR UPDATE",
+              "bookings": "INSERT OR UPDATE OF urgency, conversation_id",
+              "knowledge_entries": "INSERT OR UPDATE OF status, conversation_id",
+              "debug_records": "INSERT OR UPDATE OR DELETE"}
+_PG_FUNCTION = """
+CREATE OR REPLACE FUNCTION kaiwa_rollup_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_TABLE_NAME = 'debug_records' THEN
+    IF TG_OP <> 'INSERT' THEN
+      INSERT INTO rollup_dirty(conversation_id, day) VALUES (OLD.conversation_id, NULL),
+        (NULL, substr(OLD.created_at, 1, 10));
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+      INSERT INTO rollup_dirty(conversation_id, day) VALUES (NEW.conversation_id, NULL),
+        (NULL, substr(NEW.created_at, 1, 10));
+    END IF;
+  ELSIF TG_TABLE_NAME = 'conversations' THEN
+    INSERT INTO rollup_dirty(conversation_id) VALUES (NEW.id);
+  ELSIF NEW.conversation_id IS NOT NULL THEN
+    INSERT INTO rollup_dirty(conversation_id) VALUES (NEW.conversation_id);
+  END IF;
+  RETURN NULL;
+END $$"""
+
+
+def create(conn: Any) -> None:
+    """The log's triggers for this connection's engine (the migration; :func:`ensure` after one that copies
+    a table) and the version rows."""
+    dialect = conn.dialect.name
+    for name in ("conversations", "calls"):
+        if conn.execute(select(t.rollup_versions.c.name).where(t.rollup_versions.c.name == name)).first() is None:
+            conn.execute(insert(t.rollup_versions).values(name=name, value=0))
+    if dialect == "sqlite":
+        for name, table, event, conversation, row in _SQLITE_TRIGGERS:
+            if row:
+                body = (f"INSERT INTO rollup_dirty(conversation_id, day) VALUES ({conversation}, NULL), "
+                        f"(NULL, substr({row}.created_at, 1, 10));")
+                guard = ""
+            else:
+                body = f"INSERT INTO rollup_dirty(conversation_id) VALUES ({conversation});"
+                guard = f" WHEN {conversation} IS NOT NULL"
+            conn.exec_driver_sql(f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table}{guard} "
+                                 f"BEGIN {body} END")
+    elif dialect == "postgresql":
+        conn.exec_driver_sql(_PG_FUNCTION)
+        for table, events in _PG_EVENTS.items():
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS rollup_{table} ON {table}")
+            conn.exec_driver_sql(f"CREATE TRIGGER rollup_{table} AFTER {events} ON {table} "
+                                 "FOR EACH ROW EXECUTE FUNCTION kaiwa_rollup_mark()")
+
+
+def ensure(conn: Any) -> None:
+    """Create whatever trigger is missing (cheap when none is): SQLite drops a table's triggers when a
+    migration copies the table to change it."""
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        found = conn.execute(text("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rollup%'")
+                             ).scalar()
+        wanted = len(_SQLITE_TRIGGERS)
+    elif dialect == "postgresql":
+        found = conn.execute(text("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'rollup%' AND NOT tgisinternal")
+                             ).scalar()
+        wanted = len(_PG_EVENTS)
+    else:
+        return
+    if found != wanted:
+        create(conn)
+
+
+def drop(conn: Any) -> None:
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        for name, *_ in _SQLITE_TRIGGERS:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+    elif dialect == "postgresql":
+        for table in _PG_EVENTS:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS rollup_{table} ON {table}")
+        conn.exec_driver_sql("DROP FUNCTION IF EXISTS kaiwa_rollup_mark()")
+
+
+def mark_everything(conn: Any) -> None:
+    """Every conversation and every day with model calls to be (re)counted: the migration's backfill."""
+    conn.execute(text("INSERT INTO rollup_dirty(conversation_id) SELECT id FROM conversations"))
+    conn.execute(text("INSERT INTO rollup_dirty(day) SELECT DISTINCT substr(created_at, 1, 10) FROM debug_records"))
+
+
+# ---- the refresh -----------------------------------------------------------------------------------------
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+class RollupsStore:
+    """The rollups part of :class:`~core.store.store.Store`."""
+
+    def rollups_pending(self) -> bool:
+        """Whether a write is not counted yet (one index read)."""
+        with self._read() as conn:
+            return conn.execute(select(t.rollup_dirty.c.id).limit(1)).first() is not None
+
+    def rollup_versions(self) -> dict[str, int]:
+        """``{"conversations": n, "calls": m}``: they change when a refresh changed those rollups."""
+        with self._read() as conn:
+            return {name: int(value) for name, value in conn.execute(select(t.rollup_versions))}
+
+    def refresh_rollups(self) -> dict[str, int]:
+        """Recount the conversations and days written since the last refresh (``rollup_dirty``); returns how
+        many of each were recounted."""
+        with self._read() as conn:
+            marks = conn.execute(select(t.rollup_dirty.c.conversation_id, t.rollup_dirty.c.day).distinct()).all()
+        conversations = sorted({c for c, _ in marks if c})
+        dates = sorted({d for _, d in marks if d})
+        for batch in _chunks(conversations, BATCH):
+            with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
+                conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(batch)))
+                self._recount_conversations(conn, batch)
+                conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == "conversations")
+                             .values(value=t.rollup_versions.c.value + 1))
+        days = 0
+        for batch in _chunks(dates, DAYS_PER_BATCH):
+            with self._write() as conn:
+                conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(batch)))
+                for day in japan_days(batch):
+                    self._recount_day(conn, day)
+                    days += 1
+                conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == "calls")
+                             .values(value=t.rollup_versions.c.value + 1))
+        return {"conversations": len(conversations), "days": days}
+
+    def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
+        params = {"ids": ids, "unknown": UNKNOWN}
+        cohort = cohort_sql(self.dialect, "c.id IN :ids")
+        expanding = [bindparam("ids", expanding=True)]
+        rows = conn.execute(text(cohort + CONVERSATIONS_SQL).bindparams(*expanding), params).mappings().all()
+        faq = conn.execute(text(cohort + FAQ_SQL).bindparams(*expanding), params).mappings().all()
+        conn.execute(delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids)))
+        conn.execute(delete(t.rollup_faq).where(t.rollup_faq.c.conversation_id.in_(ids)))
+        if rows:
+            conn.execute(insert(t.rollup_conversations), [dict(r) for r in rows])
+        if faq:
+            conn.execute(insert(t.rollup_faq), [dict(r) for r in faq])
+
+    def _recount_day(self, conn: Any, day: str) -> None:
+        lo, hi = day_bounds(day)
+        rows = conn.execute(text(calls_sql("created_at >= :since AND created_at < :until") + aggregates_sql(False)),
+                            {"since": lo, "until": hi, "unknown": UNKNOWN}).mappings().all()
+        for table in (t.rollup_tasks, t.rollup_methods, t.rollup_errors, t.rollup_latency):
+            conn.execute(delete(table).where(table.c.day == day))
+        tasks: dict[tuple, dict[str, Any]] = {}
+        series_errors: dict[tuple, int] = {}
+        methods, errors, latency = [], [], {}
+        for r in rows:
+            series = (r["task"], r["provider"], r["prompt_version"])
+            if r["kind"] == "task":
+                tasks[series] = {"day": day, "task": r["task"], "provider": r["provider"],
+                                 "prompt_version": r["prompt_version"], "tasks": int(r["tasks"]),
+                                 "calls": int(r["calls"]), "first_try_valid": int(r["first_try_valid"]),
+                                 "valid": int(r["valid"]), "repairs": int(r["repairs"] or 0), "error_calls": 0}
+            elif r["kind"] == "series_errors":
+                series_errors[series] = int(r["calls"])
+            elif r["kind"] == "method":
+                methods.append({"day": day, "task": r["task"], "provider": r["provider"], "method": r["method"],
+                                "tasks": int(r["tasks"])})
+            elif r["kind"] == "error":
+                errors.append({"day": day, "provider": r["provider"], "error_type": r["method"],
+                               "calls": int(r["calls"])})
+            else:
+                key = (*series, latency_bucket(r["latency_ms"]))
+                latency[key] = latency.get(key, 0) + 1
+        for series, n in series_errors.items():
+            if series in tasks:  # failed calls of a series that started no task are not shown (as before)
+                tasks[series]["error_calls"] = n
+        buckets = [{"day": day, "task": k[0], "provider": k[1], "prompt_version": k[2], "bucket": k[3], "calls": n}
+                   for k, n in latency.items()]
+        for table, values in ((t.rollup_tasks, list(tasks.values())), (t.rollup_methods, methods),
+                              (t.rollup_errors, errors), (t.rollup_latency, buckets)):
+            if values:
+                conn.execute(insert(table), values)

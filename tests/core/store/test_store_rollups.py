@@ -1,0 +1,155 @@
+"""Store conformance, 分析's rollups (core.store.rollups): every write that changes a figure leaves a mark
+in the writing transaction; a refresh recounts exactly the marked conversations and days (counted here,
+never timed), agrees with a recount of everything, and loses no write that lands while it runs. SQLite and
+PostgreSQL (``store_url``)."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import delete, select
+
+from core.store import rollups
+from core.store import tables as t
+
+
+def marks(store) -> set[tuple[str | None, str | None]]:
+    with store._read() as conn:
+        return {tuple(r) for r in conn.execute(select(t.rollup_dirty.c.conversation_id, t.rollup_dirty.c.day))}
+
+
+def rollup_rows(store) -> dict[str, dict]:
+    with store._read() as conn:
+        rows = {r.id: r._asdict() for r in conn.execute(select(t.rollup_conversations))}
+        for r in conn.execute(select(t.rollup_faq)):
+            rows[r.conversation_id].setdefault("faq", set()).add((r.outcome, r.question, r.exchanges))
+        return rows
+
+
+def day_rows(store) -> dict[str, set]:
+    out = {}
+    with store._read() as conn:
+        for table in (t.rollup_tasks, t.rollup_methods, t.rollup_errors, t.rollup_latency):
+            out[table.name] = {tuple(v for k, v in r._asdict().items() if k != "id") for r in conn.execute(select(table))}
+    return out
+
+
+def record(cid: str | None, *, at: str = "2025-06-10T03:00:00.000+00:00", outcome: str = "ok", attempt: int = 1,
+           latency: float = 420.0, provider: str = "openai") -> dict:
+    return {"time": at, "session_id": cid, "flow": "faq", "step": "answered", "provider": provider, "model": "m",
+            "strategy": "structured_output", "attempt": attempt, "kind": "call" if attempt == 1 else "repair",
+            "outcome": outcome, "latency_ms": latency, "messages": []}
+
+
+def test_every_write_that_changes_a_figure_marks_its_conversation_or_day(store, operator, admin):
+    store.refresh_rollups()
+    cid = store.create_conversation("knowledge", operator)
+    assert marks(store) == {(cid, None)}
+    store.refresh_rollups()
+    assert marks(store) == set()
+    writes = [
+        lambda: store.append_turn(cid, {"role": "user", "content": "a"}, role="user"),
+        lambda: store.update_conversation(cid, state={"session": {"urgency_level": "high"}}),
+        lambda: store.supersede_turns(cid, [store.list_turns(cid)[0]["entry_id"]]),
+        lambda: store.record_knowledge(cid, [{"knowledge_title": "上限"}], operator),
+        lambda: store.set_entry_status(store.conversation_outputs(cid)[0]["id"], "confirm", admin),
+        lambda: store.create_booking(cid, booking_type="visit", contact={"name": "客"}, urgency="high", actor=operator),
+    ]
+    for write in writes:
+        write()
+        assert marks(store) == {(cid, None)}, write
+        store.refresh_rollups()
+    store.add_debug_record(record(cid), operator)
+    assert marks(store) == {(cid, None), (None, "2025-06-10")}
+    store.refresh_rollups()
+    store.update_conversation(cid, title="題だけ")  # neither state nor turns: no figure changes
+    store.set_booking_status(store.list_bookings(limit=1)[0]["number"], "confirmed", admin)  # status: not a figure
+    assert marks(store) == set()
+    store.clear_debug_records(admin)
+    assert marks(store) == {(cid, None), (None, "2025-06-10")}
+
+
+def test_a_refresh_recounts_only_the_conversations_and_days_written(store, operator):
+    ids = [store.create_conversation("faq", operator) for _ in range(5)]
+    for i, cid in enumerate(ids):
+        store.append_turn(cid, {"user": f"q{i}"}, role="exchange", step="answered")
+        store.add_debug_record(record(cid, at=f"2025-06-1{i}T03:00:00.000+00:00"), operator)
+    assert store.refresh_rollups() == {"conversations": 5, "days": 6}  # five UTC dates: the six Japan days they overlap
+    assert store.refresh_rollups() == {"conversations": 0, "days": 0}
+    versions = store.rollup_versions()
+    store.append_turn(ids[2], {"user": "もう一度"}, role="exchange", step="not_found", user_input="もう一度")
+    assert store.refresh_rollups() == {"conversations": 1, "days": 0}
+    assert store.rollup_versions() == {**versions, "conversations": versions["conversations"] + 1}
+    store.add_debug_record(record(ids[3], at="2025-06-13T20:00:00.000+00:00"), operator)
+    assert store.refresh_rollups() == {"conversations": 1, "days": 2}
+    row = rollup_rows(store)[ids[2]]
+    assert row["started"] == 1 and row["faq"] == {("answered", None, 1), ("not_found", "もう一度", 1)}
+
+
+def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, operator, admin):
+    knowledge = store.create_conversation("knowledge", operator)
+    turn = {"control": {"schema_version": "1.0", "mode": "finalize"}, "state": {"phase": "draft_knowledge"}}
+    store.append_turn(knowledge, {"role": "user", "content": "a"}, role="user")
+    store.refresh_rollups()
+    store.append_turn(knowledge, {"role": "assistant", "turn": turn}, role="assistant", turn_json=turn,
+                      step="draft_knowledge", provider="openai")
+    (entry,) = store.record_knowledge(knowledge, [{"knowledge_title": "上限"}], operator)
+    store.refresh_rollups()
+    store.set_entry_status(entry, "confirm", admin)
+    diagnosis = store.create_conversation("diagnosis", operator, state={"session": {"urgency_level": "low"}})
+    store.append_turn(diagnosis, {"role": "user", "text": "音"}, role="user")
+    store.append_turn(diagnosis, {"role": "assistant", "sources": [{"s": 1}]}, role="assistant", step="diagnosing")
+    for attempt, outcome in ((1, "schema_error"), (2, "ok"), (1, "ok")):
+        store.add_debug_record(record(diagnosis, outcome=outcome, attempt=attempt, latency=100.0 * attempt), operator)
+    store.refresh_rollups()
+    store.create_booking(diagnosis, booking_type="visit", contact={"name": "客"}, actor=operator)
+    store.add_debug_record(record(None, at="2025-06-11T01:00:00.000+00:00", provider=""), operator)
+    store.refresh_rollups()
+    kept, kept_days = rollup_rows(store), day_rows(store)
+    assert kept[knowledge]["confirmed"] == 1 and kept[knowledge]["to_draft"] == 1 and kept[knowledge]["finalized"] == 1
+    assert kept[diagnosis]["booked"] == 1 and kept[diagnosis]["cited"] == 1 and kept[diagnosis]["provider"] == "openai"
+    with store._write() as conn:  # forget everything, then count it all again (what the migration does)
+        for name in rollups.ROLLUP_TABLES:
+            conn.execute(delete(t.metadata.tables[name]))
+        rollups.mark_everything(conn)
+    store.refresh_rollups()
+    assert rollup_rows(store) == kept and day_rows(store) == kept_days
+    assert kept_days["rollup_tasks"] >= {("2025-06-10", "faq/answered", "openai", rollups.UNKNOWN, 2, 3, 1, 2, 1, 1)}
+
+
+def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, operator):
+    """The refresh deletes its marks before it reads: a turn written meanwhile (PostgreSQL: at once; SQLite:
+    queued behind the refresh's transaction) leaves its own mark, and the next refresh counts it."""
+    cid = store.create_conversation("faq", operator)
+    store.append_turn(cid, {"user": "一つ目"}, role="exchange", step="answered")
+    recount = store._recount_conversations
+    writer: list[threading.Thread] = []
+
+    def recount_while_writing(conn, ids):
+        if not writer:
+            writer.append(threading.Thread(target=store.append_turn, args=(cid, {"user": "二つ目"}),
+                                           kwargs={"role": "exchange", "step": "not_found"}))
+            writer[0].start()
+            time.sleep(0.5)
+        recount(conn, ids)
+
+    store._recount_conversations = recount_while_writing
+    try:
+        store.refresh_rollups()
+    finally:
+        writer[0].join(30)
+        del store._recount_conversations
+    assert (cid, None) in marks(store)
+    store.refresh_rollups()
+    assert rollup_rows(store)[cid]["faq"] == {("answered", None, 1), ("not_found", None, 1)}
+
+
+@pytest.mark.parametrize("ms", [1.0, 9.0, 100.0, 432.1, 2500.0, 60_000.0])
+def test_a_latency_bucket_stands_for_its_latencies_within_one_percent(ms):
+    assert abs(rollups.bucket_value(rollups.latency_bucket(ms)) - ms) / ms < 0.01
+
+
+def test_japan_days_of_a_utc_date_and_odd_dates_skipped():
+    assert rollups.japan_days(["2025-06-10", "nonsense", "2025-06-11"]) == ["2025-06-10", "2025-06-11", "2025-06-12"]
+    assert rollups.day_bounds("2025-06-10") == ("2025-06-09T15:00:00.000+00:00", "2025-06-10T15:00:00.000+00:00")

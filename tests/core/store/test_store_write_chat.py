@@ -1,0 +1,54 @@
+"""Store conformance, a turn's writes in one transaction (``Store.write_chat``, issue #25): appends, in-place
+updates, supersedes, the state merge and the lease check land together or not at all. SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import event
+
+from core.store.chat_sync import sync_chat
+from core.store.conversations import TurnBusy
+
+
+def count_write_transactions(store):
+    """Counts the store's write transactions (its writer's ``begin``) while the test runs."""
+    counted = {"writes": 0}
+
+    def begin(conn):
+        if conn.get_execution_options().get("kaiwa_write"):
+            counted["writes"] += 1
+
+    event.listen(store.engine, "begin", begin)
+    return counted, lambda: event.remove(store.engine, "begin", begin)
+
+
+def test_a_synced_chat_and_its_state_are_one_transaction(store, operator):
+    cid = store.create_conversation("diagnosis", operator, state={"session": {"step": 1}})
+    chat = [{"role": "assistant", "step": "vehicle_id", "message": "車両は？"}]
+    sync_chat(store, cid, chat, flow="diagnosis")
+    chat += [{"role": "user", "text": "ミライ"}, {"role": "assistant", "step": "free_text", "message": "症状は？"}]
+    chat[0]["message"] = "車両を選んでください"
+    counted, stop = count_write_transactions(store)
+    try:
+        written = sync_chat(store, cid, chat, flow="diagnosis", merge_state={"last_response": {"n": 2}})
+    finally:
+        stop()
+    assert written == 3 and counted["writes"] == 1
+    turns = store.list_turns(cid)
+    assert [(t["seq"], t["role"], t["step"]) for t in turns] == [(1, "assistant", "vehicle_id"), (2, "user", None),
+                                                                  (3, "assistant", "free_text")]
+    assert turns[0]["entry"]["message"] == "車両を選んでください" and turns[1]["ok"] is True
+    assert store.get_conversation(cid)["state"] == {"session": {"step": 1}, "last_response": {"n": 2}}
+
+
+def test_a_turn_that_lost_its_lease_writes_nothing(store, operator):
+    cid = store.create_conversation("faq", operator)
+    token = store.acquire_turn(cid, hold=30)
+    store.release_turn(cid, token)
+    other = store.acquire_turn(cid, hold=30)  # another turn took the conversation
+    with pytest.raises(TurnBusy):
+        sync_chat(store, cid, [{"user": "質問", "outcome": "answered"}], flow="faq", merge_state={"x": 1}, fence=token,
+                  release=True)
+    assert store.list_turns(cid) == [] and "x" not in store.get_conversation(cid)["state"]
+    sync_chat(store, cid, [{"user": "質問", "outcome": "answered"}], flow="faq", merge_state={"x": 1}, fence=other,
+              release=True)
+    assert len(store.list_turns(cid)) == 1 and store.get_conversation(cid)["turn_token"] is None
