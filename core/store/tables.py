@@ -111,6 +111,7 @@ entry_history = Table(
     Column("changed_at", String(32), nullable=False),
 )
 Index("ix_entry_history_entry", entry_history.c.entry_id, entry_history.c.version)
+Index("uq_entry_history_entry_version", entry_history.c.entry_id, entry_history.c.version, unique=True)  # 0006
 
 bookings = Table(
     "bookings", metadata,
