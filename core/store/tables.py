@@ -216,6 +216,12 @@ heartbeat = Table(
     Column("at", String(32), nullable=False),
 )
 
+integrity_write_probe = Table(  # 0006: rows added and removed by the health check after a failed write
+    "integrity_write_probe", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("payload", Text, nullable=False),
+)
+
 # Change stamps: a number per table that grows with every insert, update or delete of its rows, so a page
 # can cache what it read until the data changes (``Store.change_stamp``). SQLite: this table, bumped by
 # triggers; PostgreSQL: one sequence per table (``stamp_<table>``), bumped by deferred constraint

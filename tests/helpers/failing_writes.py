@@ -1,35 +1,33 @@
-"""A store whose writes fail as on a full disk, on either engine: every write transaction of the store
-(``Store._write``) raises SQLAlchemy's ``OperationalError`` wrapping SQLite's "database or disk is full",
-while reads go on working. Used for the turn lease, ``/healthz`` and the pages' outage notice."""
+"""A store whose writes fail as on a full disk, on either engine: while switched on, every statement of
+the kinds given (all writes by default; ``("INSERT",)`` for a disk that still lets a row be rewritten in
+place but not a new one added, as a real full SQLite disk does) raises SQLAlchemy's ``OperationalError``
+wrapping SQLite's "database or disk is full"; reads go on working. Used for the turn lease, ``/healthz``
+and the pages' outage notice."""
 from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
+from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
 DISK_FULL = "database or disk is full"
-
-
-def disk_full() -> OperationalError:
-    return OperationalError("INSERT", {}, sqlite3.OperationalError(DISK_FULL))
+WRITES = ("INSERT", "UPDATE", "DELETE")
 
 
 class FailingWrites:
     """``on()`` / ``off()`` switch the store's writes between failing and working."""
 
-    def __init__(self, store):
-        self.store = store
+    def __init__(self, store, kinds: Sequence[str] = WRITES):
+        self.engine = store.engine
+        self.kinds = tuple(kinds)
         self.failing = False
-        self._original = store._write
+        event.listen(self.engine, "before_cursor_execute", self._check)
 
-        def write():
-            if self.failing:
-                raise disk_full()
-            return self._original()
-
-        store._write = write
+    def _check(self, conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        if self.failing and statement.lstrip().upper().startswith(self.kinds):
+            raise OperationalError(statement, parameters, sqlite3.OperationalError(DISK_FULL))
 
     def on(self) -> None:
         self.failing = True
@@ -38,12 +36,12 @@ class FailingWrites:
         self.failing = False
 
     def restore(self) -> None:
-        self.store._write = self._original
+        event.remove(self.engine, "before_cursor_execute", self._check)
 
 
 @contextmanager
-def failing_writes(store) -> Iterator[FailingWrites]:
-    switch = FailingWrites(store)
+def failing_writes(store, kinds: Sequence[str] = WRITES) -> Iterator[FailingWrites]:
+    switch = FailingWrites(store, kinds)
     try:
         yield switch
     finally:

@@ -1,4 +1,5 @@
-"""the knowledge library's versions are unique: ``entry_history`` gets a unique ``(entry_id, version)``
+"""the knowledge library's versions are unique: ``entry_history`` gets a unique ``(entry_id, version)``;
+``integrity_write_probe``, where the health check adds and removes a row after a failed write
 
 Concurrent library writes on PostgreSQL (before the row lock of ``core.store.library``) could store two
 history rows of one entry with the same version. Such entries are renumbered first (their history rows
@@ -29,7 +30,11 @@ def upgrade() -> None:
         conn.execute(sa.text("UPDATE knowledge_entries SET version = :v WHERE id = :e"),
                      {"v": len(ids), "e": entry_id})
     op.create_index("uq_entry_history_entry_version", "entry_history", ["entry_id", "version"], unique=True)
+    op.create_table("integrity_write_probe",
+                    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+                    sa.Column("payload", sa.Text(), nullable=False))
 
 
 def downgrade() -> None:
+    op.drop_table("integrity_write_probe")
     op.drop_index("uq_entry_history_entry_version", table_name="entry_history")
