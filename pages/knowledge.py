@@ -6,6 +6,7 @@ import streamlit as st
 from core.documents import MAX_UPLOAD_BYTES, upload_limit_text
 from core.knowledge.conversation import KnowledgeConversations
 from ui import knowledge_chat, outage
+from ui.safe import lines
 from ui.conversations import bind_conversation, recent_conversations
 from ui.display_name import recorded_as
 from ui.knowledge_base import similar_panel
@@ -42,7 +43,7 @@ def _confirm_entry(entry_id: int) -> None:
         state.knowledge_outputs = _conversations().confirm(state.session_id, entry_id, identity())
         st.toast("ナレッジを確定しました。ライブラリに登録されています。", icon="✅")
     except (PermissionError, ValueError) as exc:
-        st.toast(str(exc), icon="⚠️")
+        st.toast(lines(str(exc)), icon="⚠️")
 
 
 def _resend(retry_of: str) -> None:

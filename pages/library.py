@@ -113,7 +113,7 @@ def _status(action: str, shown_version: int) -> None:
     except StaleEntry as exc:
         stale_entry.refused(eid, exc)
     except (PermissionError, ValueError) as exc:
-        st.toast(str(exc), icon="⚠️")
+        st.toast(safe.lines(str(exc)), icon="⚠️")
 
 
 # ---- detail ----------------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ else:
             stale_entry.refused(eid, exc)
             st.rerun()
         except (PermissionError, ValueError) as exc:
-            st.error(str(exc))
+            st.error(safe.lines(str(exc)))
         except outage.OUTAGE_ERRORS as exc:  # the edits stay in the form until they can be saved
             outage.note(exc, "library")
             outage.hold(f"library_{eid}", values, values["knowledge_title"])

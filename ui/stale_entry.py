@@ -13,6 +13,7 @@ import streamlit as st
 
 from core.store.library import StaleEntry, changed_fields
 from core.validation import ENTRY_FIELDS
+from ui.safe import lines
 
 
 def _form_key(eid: int) -> str:
@@ -88,7 +89,7 @@ def notice(eid: int, labels: Mapping[str, str]) -> None:
         return
     before, now = stale["shown"].get("fields") or {}, stale["current"] or {}
     with st.container(border=True):
-        st.error(stale["message"], icon="🔁")
+        st.error(lines(stale["message"]), icon="🔁")
         for field in changed_fields({**before, "status": now.get("status")} if before else {}, now):
             label = labels.get(field, "状態" if field == "status" else field)
             st.markdown(f"**{label}**")

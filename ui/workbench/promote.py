@@ -53,7 +53,7 @@ def _scenario_actions(scenario: dict[str, Any], cid: str, file_name: str) -> Non
             path = wb.save_scenario(scenario, wb.scenario_dir() / file_name, actor=who, store=store(),
                                     comment=f"会話 {cid} から作成")
         except PermissionError as exc:
-            st.error(str(exc))
+            st.error(lines(str(exc)))
         else:
             st.success(f"{path.name} に保存しました。`python -m core.eval {path}` で実行できます。")
 
@@ -67,7 +67,7 @@ def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
     try:
         convo, turns, final = wb.conversation_turns(store(), cid)
     except (LookupError, ValueError) as exc:
-        st.warning(str(exc))
+        st.warning(lines(str(exc)))
         return
     st.caption(f"フロー: {convo['flow']} · {plain(convo.get('title')) or '（無題）'} · ユーザーの発話 {len(turns)} 件"
                + (f" · 最後のターン: {final['schema_version']}" if final.get("schema_version") else ""))
@@ -79,6 +79,6 @@ def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
     try:
         scenario = wb.promote(store(), cid, expect, name=name)
     except ValueError as exc:
-        st.warning(str(exc))
+        st.warning(lines(str(exc)))
         return
     _scenario_actions(scenario, cid, file_name)
