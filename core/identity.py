@@ -4,7 +4,11 @@ An :class:`Identity` comes from (first that applies, see :func:`resolve_identity
 
 1. OIDC (``st.login``) when an ``[auth]`` section exists in ``.streamlit/secrets.toml``;
 2. a trusted reverse-proxy header (``X-Forwarded-User`` / ``X-Forwarded-Email`` from oauth2-proxy,
-   names configurable) when ``KAIWA_TRUST_PROXY_HEADERS=1``;
+   names configurable) when ``KAIWA_TRUST_PROXY_HEADERS=1``. **Hop rule:** only the value the trusted
+   proxy (the one hop in front of the console) set counts, which is the *last* one: with several headers
+   of that name the last header, and within a comma-joined value the last item (a proxy that appends
+   adds its value at the end; whatever comes before is what the client sent itself and is ignored);
+   see :func:`proxy_value`;
 3. a display name the user typed (``source="local"``, shown as unverified);
 4. otherwise :data:`ANONYMOUS`.
 
@@ -134,12 +138,29 @@ def clean_value(value: Any) -> str:
     return " ".join(text.split())[:MAX_VALUE_CHARS]
 
 
-def _header(headers: Mapping[str, Any], name: str) -> str:
+def _all_values(headers: Any, name: str) -> list[str]:
+    """Every value of header ``name``, in the order received (Starlette's ``getlist``, Streamlit's
+    ``get_all``, or every matching pair of a plain mapping / list of pairs)."""
+    for method in ("getlist", "get_all"):
+        get = getattr(headers, method, None)
+        if callable(get):
+            return [str(v) for v in get(name)]
     wanted = name.strip().lower()
-    for key, value in headers.items():
-        if str(key).strip().lower() == wanted:
-            return clean_value(value)
-    return ""
+    pairs = headers.items() if hasattr(headers, "items") else headers
+    return [str(value) for key, value in pairs if str(key).strip().lower() == wanted]
+
+
+def proxy_value(headers: Any, name: str) -> str:
+    """The value of ``name`` the trusted proxy set (the module docstring's hop rule): the last item of the
+    last header; "" when there is none."""
+    values = _all_values(headers, name)
+    if not values:
+        return ""
+    return clean_value(str(values[-1]).rsplit(",", 1)[-1])
+
+
+def _header(headers: Mapping[str, Any], name: str) -> str:
+    return proxy_value(headers, name)
 
 
 def _email(value: str) -> str | None:
