@@ -219,8 +219,10 @@ def check_admin_password(settings: AuthSettings, password: str | None) -> bool:
 
 
 # ---- the admin password: slow down, then lock -------------------------------------------------------------
-FREE_FAILURES = 3  # failures within the window before any waiting
-LOCK_FAILURES = 10  # failures within the window that lock the form
+FREE_FAILURES = 3  # failures within the window before any waiting (one person: an address and an account)
+LOCK_FAILURES = 10  # failures within the window that lock the form (for that person)
+ADDRESS_FREE_FAILURES = 20  # the larger budget of the unverified people behind one address together: slows
+ADDRESS_LOCK_FAILURES = 50  # down from here, locks here (verified people are told apart and never share it)
 WINDOW_SECONDS = 15 * 60  # failures older than this are forgotten; a lock lasts this long after the last one
 MAX_DELAY_SECONDS = 60.0
 
@@ -232,16 +234,18 @@ class UnlockWait:
     failures: int
 
 
-def unlock_wait(failures: Sequence[float], now: float) -> UnlockWait:
+def unlock_wait(failures: Sequence[float], now: float, *, free: int = FREE_FAILURES,
+                lock: int = LOCK_FAILURES) -> UnlockWait:
     """The wait before the next admin-password attempt, given the times (epoch seconds) of the failures
-    since the last success: none for the first :data:`FREE_FAILURES`, then 2, 4, 8 … seconds (at most
-    :data:`MAX_DELAY_SECONDS`) after the latest, and a lock of :data:`WINDOW_SECONDS` after the latest
-    once :data:`LOCK_FAILURES` fall within the window."""
+    since the last success: none for the first ``free`` (:data:`FREE_FAILURES`), then 2, 4, 8 … seconds
+    (at most :data:`MAX_DELAY_SECONDS`) after the latest, and a lock of :data:`WINDOW_SECONDS` after the
+    latest once ``lock`` (:data:`LOCK_FAILURES`) fall within the window. The address-wide budget uses
+    :data:`ADDRESS_FREE_FAILURES` / :data:`ADDRESS_LOCK_FAILURES`."""
     recent = sorted(f for f in failures if now - f < WINDOW_SECONDS)
     n = len(recent)
-    if n >= LOCK_FAILURES:
+    if n >= lock:
         return UnlockWait(max(0.0, recent[-1] + WINDOW_SECONDS - now), True, n)
-    if n >= FREE_FAILURES:
-        delay = min(MAX_DELAY_SECONDS, 2.0 ** (n - FREE_FAILURES + 1))
+    if n >= free:
+        delay = min(MAX_DELAY_SECONDS, 2.0 ** (n - free + 1))
         return UnlockWait(max(0.0, recent[-1] + delay - now), False, n)
     return UnlockWait(0.0, False, n)
