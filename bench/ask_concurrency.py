@@ -56,8 +56,11 @@ def measure(long: int = 6, chars: int = 2000, rounds: int = 3) -> dict[str, Any]
             busy, long_times, refused = [], [], 0
             for r in range(rounds):
                 results: list[tuple[float, int]] = []
-                threads = [threading.Thread(target=lambda i=i: results.append(ask(long_question(r * long + i, chars))))
-                           for i in range(long)]
+
+                def asker(n: int, into: list[tuple[float, int]] = results) -> None:
+                    into.append(ask(long_question(n, chars)))
+
+                threads = [threading.Thread(target=asker, args=(r * long + i,)) for i in range(long)]
                 for thread in threads:
                     thread.start()
                 time.sleep(0.3)  # all long ones under way

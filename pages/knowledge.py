@@ -6,10 +6,10 @@ import streamlit as st
 from core.documents import MAX_UPLOAD_BYTES, upload_limit_text
 from core.knowledge.conversation import KnowledgeConversations
 from ui import knowledge_chat, outage
-from ui.safe import lines
 from ui.conversations import bind_conversation, recent_conversations
 from ui.display_name import recorded_as
 from ui.knowledge_base import similar_panel
+from ui.safe import lines
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 from ui.streaming import stream_caption, streaming
 

@@ -15,9 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from core.knowledge.export import STATUS_LABELS, entries_csv, entries_json, turns_jsonl
+from core.store.library import StaleEntry
 from core.text.jst import jst
 from core.validation import ENTRY_FIELDS
-from core.store.library import StaleEntry
 from ui import cache, outage, pager, safe, stale_entry
 from ui.display_name import recorded_as
 from ui.knowledge_base import linked_entry

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, MutableSequence
 
 from core.debuglog import CallTags
-from core.knowledge.answer_guard import checked_answer, masked_hit
 from core.engine import RetryPolicy, structured_call
+from core.knowledge.answer_guard import checked_answer, masked_hit
 from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex
 from core.prompts import load_prompt, render
 from core.schemas import load_schema

@@ -224,7 +224,7 @@ class StoreBase:
         database = make_url(self.url).database or ""
         if not database or database == ":memory:" or database.startswith("file:"):
             return None
-        from pathlib import Path  # noqa: PLC0415 - only for an SQLite file
+        from pathlib import Path
 
         try:
             free = shutil.disk_usage(Path(database).resolve().parent).free

@@ -81,7 +81,7 @@ class _Heartbeat(threading.Thread):
     """Renews one turn's lease every third of the lease until stopped, until the lease is lost, or until
     the turn's own bound ``hold`` has passed (then the lease lapses)."""
 
-    def __init__(self, store: "ConversationsStore", conversation_id: str, token: str, hold: float, lease: float):
+    def __init__(self, store: ConversationsStore, conversation_id: str, token: str, hold: float, lease: float):
         super().__init__(name=f"turn-lease-{conversation_id[:12]}", daemon=True)
         self.store, self.conversation_id, self.token = store, conversation_id, token
         self.lease = lease
@@ -262,8 +262,8 @@ class ConversationsStore:
                 try:
                     self.release_turn(conversation_id, token)
                     return
-                except Exception:  # noqa: BLE001 - still failing: try again
-                    continue
+                except Exception as exc:  # noqa: BLE001 - still failing: try again
+                    logger.debug("turn lease still not released: %s", type(exc).__name__)
 
         threading.Thread(target=retry, name=f"turn-release-{conversation_id[:12]}", daemon=True).start()
 

@@ -92,7 +92,8 @@ _SECRETS = tuple(re2.compile(p) for p in (
     # A password introduced in words and quoted: パスワードは「…」, 暗証番号：『…』, パス="…".
     r"""(?:パスワード|暗証番号|パスコード|パス)\s*(?:[:=]|は|を)?\s*[「『"'“‘]([^」』"'”’\r\n]{1,80})[」』"'”’]""",
     # Short names detect-secrets' keyword list does not have: PW: …, pw=…, pass=…, p/w …
-    r"""(?i)(?:^|[^a-z0-9_])(?:pass|pw|p/w|passcode)["']?\s*[:=]\s*(?:""" + _QUOTED + r"""|([^\s"'&,;{}\[\]<>]{4,}))""",
+    (r"""(?i)(?:^|[^a-z0-9_])(?:pass|pw|p/w|passcode)["']?\s*[:=]\s*(?:""" + _QUOTED
+     + r"""|([^\s"'&,;{}\[\]<>]{4,}))"""),
     # Signed URLs: …?sig=…, …&key=… (user:password@ is _USERINFO below)
     r"""(?i)[?&](?:sig|signature|key|code)=([^\s&#"'<>]{4,})""",
     r"""(?i)(?:^|[^a-z0-9_])bearer\s+([a-z0-9\-._~+/]{8,}=*)""",

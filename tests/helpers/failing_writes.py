@@ -25,7 +25,7 @@ class FailingWrites:
         self.failing = False
         event.listen(self.engine, "before_cursor_execute", self._check)
 
-    def _check(self, conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+    def _check(self, conn, cursor, statement, parameters, context, executemany):
         if self.failing and statement.lstrip().upper().startswith(self.kinds):
             raise OperationalError(statement, parameters, sqlite3.OperationalError(DISK_FULL))
 

@@ -54,7 +54,7 @@ def test_a_full_disk_shows_the_notice_and_resend_comes_back_with_the_disk(tmp_pa
 
 
 def test_healthz_is_503_when_the_sqlite_disk_has_no_room(tmp_path, monkeypatch):
-    import core.store.base as base
+    from core.store import base
 
     store = get_store(f"sqlite:///{tmp_path / 'kaiwa.db'}")
     client = TestClient(api_app, raise_server_exceptions=False)
