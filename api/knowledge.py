@@ -7,7 +7,9 @@
 * ``POST /api/knowledge/ask`` ``{"question": "..."}`` → ``{"answer": str, "sources": [{"entry_id",
   "title", "contract_type", "score"}]}`` (``core.knowledge.ask``), most relevant first, ``"sources": []``
   and 「該当するナレッジはありません。」 when nothing fits; a failed model call is still a 200 with the
-  Japanese failure text and ``"fallback": true``, as ``/api/chat`` does.
+  Japanese failure text and ``"fallback": true``, as ``/api/chat`` does. Questions run side by side, at most
+  ``core.knowledge.ask_slots.ASK_SLOTS`` (8) per process; past that a 429 with a Japanese ``detail`` and
+  ``Retry-After``.
 
 Bad input gets a Japanese 422 in ``/api/chat``'s shape (``detail`` naming the fields at fault, ``errors``),
 never echoing the input; a body over 64 KB is refused by the app's size limit (413). Entries leave through
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from core.identity import Identity
 from core.knowledge.ask import MAX_QUESTION_CHARS, ask
+from core.knowledge.ask_slots import AskBusy, ask_slot
 from core.knowledge.export import clean_entry
 from core.knowledge.retrieval import KnowledgeIndex, knowledge_index
 from core.llm.registry import ProviderRegistry
@@ -194,10 +197,15 @@ def list_knowledge(store: Annotated[Store, Depends(get_store)], index: Annotated
 
 
 @router.post("/api/knowledge/ask", response_model=AskResponse, summary="確定済みナレッジに質問する",
-             responses={413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"}})
+             responses={413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"},
+                        429: {"description": "同時に受け付けられる質問の数を超えた（何も処理していない）"}})
 def ask_knowledge(body: AskBody, index: Annotated[KnowledgeIndex, Depends(get_index)],
                   client: Annotated[Any, Depends(get_client)],
-                  log: Annotated[StoredDebugLog | None, Depends(get_debug_log)]) -> AskResponse:
-    answer = ask(body.question, index, client, log=log)
+                  log: Annotated[StoredDebugLog | None, Depends(get_debug_log)]) -> Any:
+    try:
+        with ask_slot():
+            answer = ask(body.question, index, client, log=log)
+    except AskBusy as busy:
+        return JSONResponse({"detail": busy.message}, status_code=429, headers={"Retry-After": "2"})
     return AskResponse(answer=answer.answer, sources=[Source(**h.source()) for h in answer.sources],
                        fallback=not answer.ok)

@@ -16,6 +16,13 @@ their request within microseconds of each other. Each round is one of:
   is every booking of that conversation beyond the first.
 * ``form``: both call ``Store.create_booking`` with the same conversation and form at once (what the
   database itself must refuse to double, whatever the flow above it does).
+* ``library``: two library writes on one entry at once (:data:`LIBRARY_CASES`: edits of different fields,
+  archive against confirm, archive against edit, confirm against confirm). Counted: *lost edits* (an edit
+  answered as done whose text the entry no longer holds although nothing else changed that field), *undone
+  archives* (an archive answered as done and the entry not archived), *edits after archive* (an edit stored
+  with a version above the archive's), *double confirms* (two confirmations stored), and *duplicate
+  versions* (an entry with two history rows of one version) and *audit mismatches* (an entry whose
+  history and audit rows do not pair up, or whose version is not its newest history row's).
 
 The conformance suite (``tests/core/store/test_store_races.py``) runs the same rounds and asserts no loss
 and no duplicate; ``run`` here only counts.
@@ -83,12 +90,87 @@ def _serve(url: str) -> None:
                 response = conversations(store).handle(ChatRequest(**command["request"]))
                 reply = {"ok": True, "session_id": response.session_id, "step": response.current_step,
                          "fallback": response.fallback}
+            elif command["op"] == "library":
+                reply = {"ok": True, "version": _library_write(store, command)}
             else:
                 number = store.create_booking(command["cid"], booking_type="dispatch", contact=FORM, actor=None)
                 reply = {"ok": True, "number": number}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which counts it
             reply = {"ok": False, "error": type(exc).__name__, "message": str(exc)[:300]}
         print(json.dumps(reply, ensure_ascii=False), flush=True)
+
+
+LIBRARY_CASES = {
+    "edit_edit": ({"call": "edit", "field": "review_points"}, {"call": "edit", "field": "action_plan"}),
+    "archive_confirm": ({"call": "status", "action": "archive"}, {"call": "status", "action": "confirm"}),
+    "archive_edit": ({"call": "status", "action": "archive"}, {"call": "edit", "field": "action_plan"}),
+    "confirm_confirm": ({"call": "status", "action": "confirm"}, {"call": "status", "action": "confirm"}),
+}
+ENTRY = {"knowledge_title": "損害賠償の上限", "contract_type": "業務委託契約", "target_clause": "損害賠償",
+         "review_points": "上限の有無を確認する", "action_plan": "委託料総額を上限とする", "clause_sample": "第10条"}
+
+
+def _library_write(store: Any, command: dict) -> int:
+    from core.identity import ADMIN, OPERATOR, Identity  # lazy: as above
+
+    admin = Identity(name=f"管理者{os.getpid()}", email=f"admin{os.getpid()}@example.jp", source="proxy",
+                     roles=frozenset({OPERATOR, ADMIN}))
+    if command["call"] == "edit":
+        row = store.edit_entry(command["entry_id"], {command["field"]: command["text"]}, admin)
+    else:
+        row = store.set_entry_status(command["entry_id"], command["action"], admin)
+    return int(row["version"])
+
+
+def library_round(store: Any, workers: "Workers", case: str, n: int = 0) -> dict[str, Any]:
+    """One entry, the two writes of ``case`` at once; what went wrong (see the module docstring)."""
+    entry_id = store.record_knowledge(None, [ENTRY], "race")[0]
+    commands = []
+    for i, call in enumerate(LIBRARY_CASES[case]):
+        commands.append({"op": "library", "entry_id": entry_id, **call, "text": f"{case}の変更 {n}-{i}"})
+    replies = workers.at_once(commands)
+    entry = store.get_entry(entry_id)
+    history = store.entry_history(entry_id)
+    audit = [a for a in store.list_audit("knowledge_entry", entry_id, limit=50)]
+    done = [(c, r) for c, r in zip(commands, replies) if r["ok"]]
+    fields_edited = [c["field"] for c, _ in done if c["call"] == "edit"]
+    lost = sum(1 for c, _ in done if c["call"] == "edit" and entry[c["field"]] != c["text"]
+               and fields_edited.count(c["field"]) == 1)
+    archived_ok = any(c["call"] == "status" and c["action"] == "archive" for c, _ in done)
+    archive_versions = [h["version"] for h in history if h["action"] == "archive"]
+    versions = [h["version"] for h in history]
+    changes = [h for h in history if h["action"] not in ("drafted", "model_update")]
+    return {
+        "entry_id": entry_id, "replies": replies,
+        "lost_edits": lost,
+        "undone_archive": int(archived_ok and entry["status"] != "archived"),
+        "edit_after_archive": int(bool(archive_versions) and any(
+            h["action"] == "edit" and h["version"] >= min(archive_versions) for h in history)),
+        "double_confirm": int(sum(1 for h in history if h["action"] == "confirm") > 1),
+        "duplicate_versions": len(versions) - len(set(versions)),
+        "audit_mismatch": int(len(audit) != len(changes) or entry["version"] != max(versions)),
+        "errors": [r for r in replies if not r["ok"] and r.get("error") not in ("ValueError", "StaleEntry")],
+    }
+
+
+def measure_library(url: str, rounds: int) -> dict[str, Any]:
+    """``rounds`` rounds of every :data:`LIBRARY_CASES` case on ``url``, summed per case."""
+    from core.store.store import Store  # lazy: as above
+
+    store = Store(url)
+    workers = Workers(url)
+    out: dict[str, Any] = {"rounds": rounds}
+    try:
+        for case in LIBRARY_CASES:
+            results = [library_round(store, workers, case, n) for n in range(rounds)]
+            out[case] = {key: sum(r[key] for r in results) for key in (
+                "lost_edits", "undone_archive", "edit_after_archive", "double_confirm", "duplicate_versions",
+                "audit_mismatch")}
+            out[case]["errors"] = sum(len(r["errors"]) for r in results)
+    finally:
+        workers.close()
+        store.engine.dispose()
+    return out
 
 
 class Workers:
@@ -177,6 +259,24 @@ def measure(url: str, rounds: int) -> dict[str, Any]:
     }
 
 
+def run_library(pg_url: str | None = None, rounds: int = 30) -> dict[str, Any]:
+    """Library race counts per engine (PostgreSQL only with a URL)."""
+    from core.store.db import create_scratch_database, drop_database  # lazy: as above
+
+    pg_url = pg_url if pg_url is not None else (os.environ.get("KAIWA_TEST_PG_URL") or "").strip() or None
+    os.environ.update(ENV)
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kaiwa-races-") as tmp:
+        result["sqlite"] = measure_library(f"sqlite:///{Path(tmp) / 'races.db'}", rounds)
+    if pg_url:
+        database = create_scratch_database(pg_url, "kaiwa_races")
+        try:
+            result["postgresql"] = measure_library(database, rounds)
+        finally:
+            drop_database(pg_url, database)
+    return result
+
+
 def run(quick: bool = False, pg_url: str | None = None, rounds: int | None = None) -> dict[str, Any]:
     """Race counts per engine (PostgreSQL only with a URL): 5 rounds of each kind with ``quick``, else 20."""
     from core.store.db import create_scratch_database, drop_database  # lazy: as above
@@ -200,10 +300,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.races", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--pg", default=None, help="PostgreSQL cluster URL (default: KAIWA_TEST_PG_URL)")
+    parser.add_argument("--library", action="store_true", help="only the knowledge library's rounds (30 a case)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         _serve(args.worker)
+        return 0
+    if args.library:
+        print(json.dumps(run_library(pg_url=args.pg, rounds=args.rounds if args.rounds != 20 else 30),
+                         ensure_ascii=False, indent=1))
         return 0
     print(json.dumps(run(pg_url=args.pg, rounds=args.rounds), ensure_ascii=False, indent=1))
     return 0

@@ -4,7 +4,11 @@ An :class:`Identity` comes from (first that applies, see :func:`resolve_identity
 
 1. OIDC (``st.login``) when an ``[auth]`` section exists in ``.streamlit/secrets.toml``;
 2. a trusted reverse-proxy header (``X-Forwarded-User`` / ``X-Forwarded-Email`` from oauth2-proxy,
-   names configurable) when ``KAIWA_TRUST_PROXY_HEADERS=1``;
+   names configurable) when ``KAIWA_TRUST_PROXY_HEADERS=1``. **Hop rule:** only the value the trusted
+   proxy (the one hop in front of the console) set counts, which is the *last* one: with several headers
+   of that name the last header, and within a comma-joined value the last item (a proxy that appends
+   adds its value at the end; whatever comes before is what the client sent itself and is ignored);
+   see :func:`proxy_value`;
 3. a display name the user typed (``source="local"``, shown as unverified);
 4. otherwise :data:`ANONYMOUS`.
 
@@ -134,12 +138,29 @@ def clean_value(value: Any) -> str:
     return " ".join(text.split())[:MAX_VALUE_CHARS]
 
 
-def _header(headers: Mapping[str, Any], name: str) -> str:
+def _all_values(headers: Any, name: str) -> list[str]:
+    """Every value of header ``name``, in the order received (Starlette's ``getlist``, Streamlit's
+    ``get_all``, or every matching pair of a plain mapping / list of pairs)."""
+    for method in ("getlist", "get_all"):
+        get = getattr(headers, method, None)
+        if callable(get):
+            return [str(v) for v in get(name)]
     wanted = name.strip().lower()
-    for key, value in headers.items():
-        if str(key).strip().lower() == wanted:
-            return clean_value(value)
-    return ""
+    pairs = headers.items() if hasattr(headers, "items") else headers
+    return [str(value) for key, value in pairs if str(key).strip().lower() == wanted]
+
+
+def proxy_value(headers: Any, name: str) -> str:
+    """The value of ``name`` the trusted proxy set (the module docstring's hop rule): the last item of the
+    last header; "" when there is none."""
+    values = _all_values(headers, name)
+    if not values:
+        return ""
+    return clean_value(str(values[-1]).rsplit(",", 1)[-1])
+
+
+def _header(headers: Mapping[str, Any], name: str) -> str:
+    return proxy_value(headers, name)
 
 
 def _email(value: str) -> str | None:
@@ -198,8 +219,10 @@ def check_admin_password(settings: AuthSettings, password: str | None) -> bool:
 
 
 # ---- the admin password: slow down, then lock -------------------------------------------------------------
-FREE_FAILURES = 3  # failures within the window before any waiting
-LOCK_FAILURES = 10  # failures within the window that lock the form
+FREE_FAILURES = 3  # failures within the window before any waiting (one person: an address and an account)
+LOCK_FAILURES = 10  # failures within the window that lock the form (for that person)
+ADDRESS_FREE_FAILURES = 20  # the larger budget of the unverified people behind one address together: slows
+ADDRESS_LOCK_FAILURES = 50  # down from here, locks here (verified people are told apart and never share it)
 WINDOW_SECONDS = 15 * 60  # failures older than this are forgotten; a lock lasts this long after the last one
 MAX_DELAY_SECONDS = 60.0
 
@@ -211,16 +234,18 @@ class UnlockWait:
     failures: int
 
 
-def unlock_wait(failures: Sequence[float], now: float) -> UnlockWait:
+def unlock_wait(failures: Sequence[float], now: float, *, free: int = FREE_FAILURES,
+                lock: int = LOCK_FAILURES) -> UnlockWait:
     """The wait before the next admin-password attempt, given the times (epoch seconds) of the failures
-    since the last success: none for the first :data:`FREE_FAILURES`, then 2, 4, 8 … seconds (at most
-    :data:`MAX_DELAY_SECONDS`) after the latest, and a lock of :data:`WINDOW_SECONDS` after the latest
-    once :data:`LOCK_FAILURES` fall within the window."""
+    since the last success: none for the first ``free`` (:data:`FREE_FAILURES`), then 2, 4, 8 … seconds
+    (at most :data:`MAX_DELAY_SECONDS`) after the latest, and a lock of :data:`WINDOW_SECONDS` after the
+    latest once ``lock`` (:data:`LOCK_FAILURES`) fall within the window. The address-wide budget uses
+    :data:`ADDRESS_FREE_FAILURES` / :data:`ADDRESS_LOCK_FAILURES`."""
     recent = sorted(f for f in failures if now - f < WINDOW_SECONDS)
     n = len(recent)
-    if n >= LOCK_FAILURES:
+    if n >= lock:
         return UnlockWait(max(0.0, recent[-1] + WINDOW_SECONDS - now), True, n)
-    if n >= FREE_FAILURES:
-        delay = min(MAX_DELAY_SECONDS, 2.0 ** (n - FREE_FAILURES + 1))
+    if n >= free:
+        delay = min(MAX_DELAY_SECONDS, 2.0 ** (n - free + 1))
         return UnlockWait(max(0.0, recent[-1] + delay - now), False, n)
     return UnlockWait(0.0, False, n)

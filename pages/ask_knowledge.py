@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.ids import new_id
 from core.knowledge.ask import MAX_QUESTION_CHARS, ask
+from core.knowledge.ask_slots import AskBusy, ask_slot
 from core.knowledge.retrieval import knowledge_index
 from ui.knowledge_base import answer_view
 from ui.session import debug_sink, leave_pages_directory_mode, provider_caption, store
@@ -26,11 +27,14 @@ if asked:
     if not question.strip():
         st.warning("質問を入力してください。")
     else:
-        with st.spinner("確定済みのナレッジを検索しています…"):
-            answer = ask(question, knowledge_index(store()), state.llm_client, log=debug_sink(),
-                         session_id=state.setdefault("ask_session_id", f"ask-{new_id(10)}"))
-        state.ask_last = {"question": question, "ok": answer.ok, "answer": answer.answer,
-                          "sources": [{**h.source(), "quote": answer.quotes.get(h.entry_id, "")}
-                                      for h in answer.sources]}
+        try:
+            with st.spinner("確定済みのナレッジを検索しています…"), ask_slot():
+                answer = ask(question, knowledge_index(store()), state.llm_client, log=debug_sink(),
+                             session_id=state.setdefault("ask_session_id", f"ask-{new_id(10)}"))
+            state.ask_last = {"question": question, "ok": answer.ok, "answer": answer.answer,
+                              "sources": [{**h.source(), "quote": answer.quotes.get(h.entry_id, "")}
+                                          for h in answer.sources]}
+        except AskBusy as busy:  # the question stays in the form
+            st.warning(busy.message, icon="⏳")
 
 answer_view(state.get("ask_last"))

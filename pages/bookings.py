@@ -81,7 +81,7 @@ def _set(status: str) -> None:
         store().set_booking_status(number, status, identity())
         st.toast(f"{number} を「{STATUS[status]}」にしました。", icon="✅")
     except (PermissionError, ValueError) as exc:
-        st.toast(str(exc), icon="⚠️")
+        st.toast(safe.lines(str(exc)), icon="⚠️")
     state.bk_cancel_confirm = None
 
 

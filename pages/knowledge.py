@@ -9,6 +9,7 @@ from ui import knowledge_chat, outage
 from ui.conversations import bind_conversation, recent_conversations
 from ui.display_name import recorded_as
 from ui.knowledge_base import similar_panel
+from ui.safe import lines
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 from ui.streaming import stream_caption, streaming
 
@@ -42,7 +43,7 @@ def _confirm_entry(entry_id: int) -> None:
         state.knowledge_outputs = _conversations().confirm(state.session_id, entry_id, identity())
         st.toast("ナレッジを確定しました。ライブラリに登録されています。", icon="✅")
     except (PermissionError, ValueError) as exc:
-        st.toast(str(exc), icon="⚠️")
+        st.toast(lines(str(exc)), icon="⚠️")
 
 
 def _resend(retry_of: str) -> None:

@@ -3,16 +3,22 @@ edit with history, confirm / archive, export (CSV with BOM, JSON, JSONL of the t
 
 The list is read from the store a page at a time (filters and full-text search in the database, cached by
 ``ui.cache`` until an entry changes); the selected entry is read alone; exports are built when their
-button is clicked. The selection follows the entry, so a save that re-sorts the list keeps it open."""
+button is clicked. The selection follows the entry, so a save that re-sorts the list keeps it open.
+
+The edit form carries the version it was opened at (``lib_form_<No.>``) and sends only the fields the
+person changed: a save or 確定する over a version someone else saved since is refused
+(``core.store.library.StaleEntry``) with a notice showing what changed, and the typed text stays in the form
+(``ui.stale_entry``)."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
 from core.knowledge.export import STATUS_LABELS, entries_csv, entries_json, turns_jsonl
+from core.store.library import StaleEntry
 from core.text.jst import jst
 from core.validation import ENTRY_FIELDS
-from ui import cache, outage, pager, safe
+from ui import cache, outage, pager, safe, stale_entry
 from ui.display_name import recorded_as
 from ui.knowledge_base import linked_entry
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
@@ -98,13 +104,16 @@ def _position() -> int | None:
 
 
 @outage.protect
-def _status(action: str) -> None:
+def _status(action: str, shown_version: int) -> None:
     try:
-        store().set_entry_status(eid, action, identity())
+        store().set_entry_status(eid, action, identity(), expected_version=shown_version)
+        stale_entry.forget(eid)
         st.toast("更新しました。", icon="✅")
         pager.follow("lib", eid, _position)
+    except StaleEntry as exc:
+        stale_entry.refused(eid, exc)
     except (PermissionError, ValueError) as exc:
-        st.toast(str(exc), icon="⚠️")
+        st.toast(safe.lines(str(exc)), icon="⚠️")
 
 
 # ---- detail ----------------------------------------------------------------------------------------
@@ -119,16 +128,18 @@ if entry.get("conversation_id"):
     st.page_link("pages/knowledge.py", label="元の会話を開く", icon="💬", query_params={"session": entry["conversation_id"]})
 
 recorded_as(who)
+shown = stale_entry.form_snapshot(eid, entry)  # the version the form (and 確定する) stands for
+stale_entry.notice(eid, LABELS)
 buttons = st.columns(3)
 if entry["status"] == "draft":
-    buttons[0].button("✅ 確定する", key="lib_confirm", on_click=_status, args=("confirm",), type="primary",
-                      disabled=not who.can("entry.confirm"))
+    buttons[0].button("✅ 確定する", key="lib_confirm", on_click=_status, args=("confirm", shown["version"]),
+                      type="primary", disabled=not who.can("entry.confirm"))
 if entry["status"] != "archived":
-    buttons[1].button("🗄️ アーカイブする", key="lib_archive", on_click=_status, args=("archive",),
+    buttons[1].button("🗄️ アーカイブする", key="lib_archive", on_click=_status, args=("archive", entry["version"]),
                       disabled=not who.can("entry.archive"),
                       help=None if who.can("entry.archive") else "アーカイブは管理者のみ行えます。")
 else:
-    buttons[1].button("↩️ 下書きに戻す", key="lib_restore", on_click=_status, args=("restore",),
+    buttons[1].button("↩️ 下書きに戻す", key="lib_restore", on_click=_status, args=("restore", entry["version"]),
                       disabled=not who.can("entry.archive"))
 
 if entry["status"] == "archived":
@@ -136,7 +147,7 @@ if entry["status"] == "archived":
         st.markdown(f"**{LABELS[field]}**")
         st.text(entry[field] or "—")
 else:
-    kept = (outage.held(f"library_{eid}") or {}).get("payload") or entry  # edits a database outage kept
+    kept = (outage.held(f"library_{eid}") or {}).get("payload") or shown["fields"]  # edits an outage kept
     with st.form(f"lib_edit_{eid}"):
         values = {f: (st.text_area if f in ("review_points", "action_plan", "clause_sample") else st.text_input)(
             LABELS[f], value=kept[f], key=f"lib_field_{eid}_{f}") for f in ENTRY_FIELDS}
@@ -144,13 +155,18 @@ else:
         saved = st.form_submit_button("変更を保存", disabled=not who.can("entry.edit"))
     if saved:
         try:
-            store().edit_entry(eid, values, identity(), keep_contract_text=keep_edit)
+            store().edit_entry(eid, stale_entry.typed_changes(shown, values), identity(),
+                               keep_contract_text=keep_edit, expected_version=shown["version"])
             outage.release(f"library_{eid}")
+            stale_entry.forget(eid, clear_form=True)
             st.toast("保存しました（履歴に記録されました）。", icon="💾")
             pager.follow("lib", eid, _position)  # the list re-sorts: keep this entry open, on its page
             st.rerun()
+        except StaleEntry as exc:  # a colleague saved since the form was opened: nothing written, text kept
+            stale_entry.refused(eid, exc)
+            st.rerun()
         except (PermissionError, ValueError) as exc:
-            st.error(str(exc))
+            st.error(safe.lines(str(exc)))
         except outage.OUTAGE_ERRORS as exc:  # the edits stay in the form until they can be saved
             outage.note(exc, "library")
             outage.hold(f"library_{eid}", values, values["knowledge_title"])

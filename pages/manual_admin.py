@@ -41,9 +41,9 @@ def _guarded(action, *args, **kwargs):
     try:
         return action(*args, **kwargs)
     except PermissionError as exc:
-        state.manual_notice = ("error", str(exc))
+        state.manual_notice = ("error", safe.lines(str(exc)))
     except IndexUnavailable as exc:
-        state.manual_notice = ("warning", str(exc))
+        state.manual_notice = ("warning", safe.lines(str(exc)))
     return None
 
 
@@ -74,7 +74,7 @@ try:
     manuals = manual_admin.list_manuals(retriever)
 except IndexUnavailable as exc:
     manuals = None
-    st.warning(str(exc), icon="⏳")
+    st.warning(safe.lines(str(exc)), icon="⏳")
     st.button("再読み込み", key="manual_reload")
 
 notice = state.manual_notice

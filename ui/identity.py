@@ -9,9 +9,14 @@ admin unlock of this session (``st.session_state["admin_unlocked"]``, set by the
 :func:`admin_gate`).
 
 The password form slows down and then locks repeated failures (:func:`core.identity.unlock_wait`) per
-browser session, per client address (the socket's, or with ``KAIWA_TRUST_PROXY_HEADERS=1`` the address the
-proxy appended to ``X-Forwarded-For``) and per verified user, counted in the store so a new tab or another
-replica does not reset them; every attempt is in the audit log with who, when and from where.
+person — the client address (the socket's, or with ``KAIWA_TRUST_PROXY_HEADERS=1`` the address the proxy
+appended to ``X-Forwarded-For``) together with the account (the verified user, else the browser session)
+— and per verified user across addresses, after 10 failures; so one person's wrong guesses never lock the
+form for a verified colleague behind the same address. Unverified people (a typed name, nobody signed in)
+cannot be told apart beyond their browser session, which is free to make anew, so together they share a
+larger budget per address (slowed after 20 failures, locked after 50): new tabs gain a guesser no more.
+Counted in the store so a new tab or another replica does not reset them; every attempt is in the audit
+log with who, when and from where.
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.identity import (
+    ADDRESS_FREE_FAILURES,
+    ADDRESS_LOCK_FAILURES,
     WINDOW_SECONDS,
     AuthSettings,
     Identity,
@@ -174,18 +181,28 @@ def _session_key() -> str:
 
 def _attempt_keys(who: Identity, settings: AuthSettings) -> tuple[list[str], dict[str, Any]]:
     """The keys the attempts are counted under, and where they come from (for the audit log)."""
-    address = _client_address(settings)
+    address = address_key = _client_address(settings) or "localhost"
     session = _session_key()
-    keys = [session, f"ip:{address or 'localhost'}"]
-    if who.verified:  # a typed name is anybody's: counting it would let anyone lock the real person out
+    # a typed name is anybody's: counting it would let anyone lock the real person out, so an unverified
+    # person is their browser session
+    account = f"user:{who.user_id}" if who.verified else session
+    keys = [session, f"ip:{address_key}|{account}"]
+    if who.verified:
         keys.append(f"user:{who.user_id}")
-    return keys, {"ip": address or "localhost", "session": session.split(":", 1)[1]}
+    else:  # new sessions are free to make: the unverified behind one address share a larger budget
+        keys.append(f"addr:{address_key}")
+    return keys, {"ip": address, "session": session.split(":", 1)[1]}
+
+
+def _limits(key: str) -> dict[str, int]:
+    """The address-wide key has the larger budget; the person's own keys the usual one."""
+    return {"free": ADDRESS_FREE_FAILURES, "lock": ADDRESS_LOCK_FAILURES} if key.startswith("addr:") else {}
 
 
 def _unlock_wait(keys: list[str], now: float) -> UnlockWait:
     failures = get_store().admin_failures(keys, now=now, window=WINDOW_SECONDS)
-    waits = [unlock_wait(times, now) for times in failures.values()] or [UnlockWait(0.0, False, 0)]
-    return max(waits, key=lambda w: (w.locked, w.seconds))
+    waits = [unlock_wait(times, now, **_limits(key)) for key, times in failures.items()]
+    return max(waits or [UnlockWait(0.0, False, 0)], key=lambda w: (w.locked, w.seconds))
 
 
 def _wait_text(wait: UnlockWait) -> str:
@@ -210,7 +227,8 @@ def _unlock() -> None:
         state.admin_unlock_notice = ("error", _wait_text(wait))
         return
     ok = check_admin_password(settings, password)
-    store.record_admin_attempt(keys, ok, who, now=now, where=where)
+    # a colleague's success does not give the address-wide budget back to someone guessing beside them
+    store.record_admin_attempt([k for k in keys if not (ok and k.startswith("addr:"))], ok, who, now=now, where=where)
     if ok:
         state[ADMIN_UNLOCKED_KEY] = True
         state.admin_unlock_notice = ("success", "管理者モードに切り替えました（このセッションのみ）。")

@@ -144,6 +144,10 @@ def held_input(key: str, send: Callable[[dict[str, Any]], Any]) -> None:
     if item is None:
         return
     down = down_now()
+    if down and not _state().get(SHOWN_KEY):  # the write failed in this very run, after the notice's place
+        st.warning(OUTAGE_NOTICE, icon="⚠️")
+        _state()[SHOWN_KEY] = True
+        _watch()  # re-enables 「再送信」 within RETRY_SECONDS of the database taking writes again
     with st.container(border=True):
         if item.get("busy"):
             st.warning("前のメッセージの処理が終わっていなかったため、次の内容は送信していません。", icon="⏳")

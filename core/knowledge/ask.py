@@ -7,7 +7,9 @@ some fit, makes **one** schema-checked call through ``core.engine.structured_cal
 name an entry that was retrieved, ordered most relevant first (retrieval score); an answer that cites
 none of them is not an answer built from the knowledge base, so it becomes 「該当するナレッジはありません。」
 — as when nothing scores ``MIN_SCORE`` (then no call is made at all). The question is masked for
-personal data before it goes to the model or the debug log.
+personal data before it goes to the model or the debug log; so are the retrieved entries, as the library
+listing masks them. The answer is checked, not only its sources (``core.knowledge.answer_guard``: no
+text of an uncited entry, no address that is not in a cited entry, no instructions) and masked.
 
 :func:`offline_answer` is the built-in provider's policy: it quotes the best entry (and a second one
 scoring close to it) — its action plan and review points, word for word — with its number and title.
@@ -20,6 +22,7 @@ from typing import Any, MutableSequence
 
 from core.debuglog import CallTags
 from core.engine import RetryPolicy, structured_call
+from core.knowledge.answer_guard import checked_answer, masked_hit
 from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex
 from core.prompts import load_prompt, render
 from core.schemas import load_schema
@@ -104,8 +107,10 @@ def ask(question: str, index: KnowledgeIndex, client: Any, *, log: MutableSequen
         return KnowledgeAnswer(ok=False, answer=FAILED, error_type="retrieval")
     if not hits:
         return KnowledgeAnswer(ok=True, answer=NO_KNOWLEDGE)
+    hits = [masked_hit(h) for h in hits]  # what leaves the knowledge base is masked as the listing is
     masked = mask_pii(asked)
-    messages = [{"role": "system", "content": load_prompt("knowledge_answer_system")},
+    system = load_prompt("knowledge_answer_system")
+    messages = [{"role": "system", "content": system},
                 {"role": "user", "content": render("knowledge_answer", question=masked,
                                                    entries="\n\n".join(_entry_block(h) for h in hits))}]
     result = structured_call(client, messages, schema=load_schema(ASK_TASK), name=ASK_TASK, temperature=0.0,
@@ -117,7 +122,9 @@ def ask(question: str, index: KnowledgeIndex, client: Any, *, log: MutableSequen
     sources, quotes = _grounded(result.data or {}, hits)
     if not sources:
         return KnowledgeAnswer(ok=True, answer=NO_KNOWLEDGE)
-    return KnowledgeAnswer(ok=True, answer=str(result.data["answer"]).strip(), sources=sources, quotes=quotes)
+    text = checked_answer(str(result.data["answer"]).strip(), sources, hits, question=masked,
+                          instructions=(system, load_prompt("knowledge_answer")))
+    return KnowledgeAnswer(ok=True, answer=text, sources=sources, quotes=quotes)
 
 
 def _lines(text: str, limit: int = 4) -> list[str]:

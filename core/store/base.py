@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
+import shutil
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Protocol
 
-from sqlalchemy import Engine, insert, select, text, update
+from sqlalchemy import Engine, delete, insert, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import InternalError, OperationalError
 
 from core.store import rollups, stamps
 from core.store import tables as t
@@ -158,6 +163,13 @@ def clean_fields(entry: Mapping[str, Any], keep_contract_text: bool, *, only_giv
     return {f: clean_text(entry.get(f), keep_personal_data=keep_contract_text) for f in fields}
 
 
+# A write failing with one of these means the database does not take writes now (a full disk, a read-only
+# file or replica, the server gone), as opposed to a refused write (a constraint) or a bug.
+WRITE_OUTAGE_ERRORS = (OperationalError, InternalError)
+MIN_FREE_BYTES = 8 * 1024 * 1024  # an SQLite file's disk with less free space than this counts as full
+PROBE_BYTES = 64 * 1024  # the health check's growth probe: a new row this large, added and removed
+
+
 @dataclass(frozen=True)
 class Health:
     readable: bool
@@ -172,6 +184,8 @@ class StoreBase:
         self.url = url or default_url()
         self.engine = engine or create_store_engine(self.url)
         self._writer = self.engine.execution_options(kaiwa_write=True)
+        self._write_failure: BaseException | None = None  # the last write's outage error, until one succeeds
+        self._failure_lock = threading.Lock()
         if run_migrations:
             migrate(self.engine)
             with self._writer.begin() as conn:  # a later migration that copies a table drops its triggers
@@ -187,26 +201,66 @@ class StoreBase:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
-    def _write(self):
-        return self._writer.begin()
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """A write transaction. Whether it failed because the database takes no writes (a full disk, a
+        read-only file) is remembered until :meth:`check_health` sees a new row stored again (a small
+        update that succeeds meanwhile proves nothing: a full disk still rewrites a row in place)."""
+        try:
+            with self._writer.begin() as conn:
+                yield conn
+        except WRITE_OUTAGE_ERRORS as exc:
+            with self._failure_lock:
+                self._write_failure = exc
+            raise
 
     def _read(self):
         return self.engine.connect()
 
+    def _disk_full(self) -> BaseException | None:
+        """An SQLite file's disk with less than :data:`MIN_FREE_BYTES` free (None when it has room, or for
+        a server database)."""
+        if self.dialect != "sqlite":
+            return None
+        database = make_url(self.url).database or ""
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return None
+        from pathlib import Path
+
+        try:
+            free = shutil.disk_usage(Path(database).resolve().parent).free
+        except OSError:
+            return None
+        return OSError(28, f"only {free} bytes free") if free < MIN_FREE_BYTES else None
+
     def check_health(self) -> Health:
-        """Whether the database answers a read and commits a write (the one ``heartbeat`` row is
-        rewritten): a full disk, a read-only file or a read-only replica fails the second. Never raises."""
+        """Whether the database answers a read and takes writes, told truthfully. Writable means: the one
+        ``heartbeat`` row is rewritten, an SQLite file's disk has :data:`MIN_FREE_BYTES` free, and — when a
+        write of this process failed because the database took none (a full disk lets a row be rewritten in
+        place long after new rows fail) — a new row of :data:`PROBE_BYTES` is added and removed again (that
+        success counts as the recovery). Never raises."""
         try:
             with self._read() as conn:
                 conn.execute(text("SELECT 1")).scalar()
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             return Health(False, False, exc)
+        full = self._disk_full()
+        if full is not None:
+            return Health(True, False, full)
+        with self._failure_lock:
+            failed = self._write_failure
         try:
             with self._write() as conn:
                 if not conn.execute(update(t.heartbeat).where(t.heartbeat.c.id == 1).values(at=now_iso())).rowcount:
                     conn.execute(insert(t.heartbeat).values(id=1, at=now_iso()))
+                if failed is not None:  # grow the database, then shrink it back
+                    conn.execute(insert(t.integrity_write_probe).values(payload=secrets.token_hex(PROBE_BYTES // 2)))
+                    conn.execute(delete(t.integrity_write_probe))
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             return Health(True, False, exc)
+        with self._failure_lock:
+            if self._write_failure is failed:
+                self._write_failure = None
         return Health(True, True)
 
     def change_stamp(self) -> tuple[tuple[str, int], ...] | None:

@@ -7,16 +7,25 @@ conversation in the console and through the HTTP API) would both read the same s
 would silently drop the earlier turn. :meth:`ConversationsStore.turn` serialises them on both engines with
 one conditional ``UPDATE`` of the conversation's row (``turn_token`` / ``turn_until``), which SQLite runs
 under ``BEGIN IMMEDIATE`` and PostgreSQL under its row lock: a second turn waits (polling) until the first
-releases it, and gives up after ``wait`` seconds with :class:`TurnBusy` (the API's 409). The lease lapses
-after ``hold`` seconds, so a crashed process never blocks a conversation for good, and writes made under
-it are fenced (:meth:`ConversationsStore.renew_turn`, ``update_conversation(fence=…)``): a turn whose lease
-was taken over meanwhile raises :class:`TurnBusy` instead of overwriting the newer turn.
+releases it, and gives up after ``wait`` seconds with :class:`TurnBusy` (the API's 409). Writes made under
+the lease are fenced (:meth:`ConversationsStore.renew_turn`, ``update_conversation(fence=…)``): a turn whose
+lease was taken over meanwhile raises :class:`TurnBusy` instead of overwriting the newer turn.
+
+**A short, heartbeat-renewed lease.** The lease is stored for :func:`turn_lease` seconds (15 s;
+``KAIWA_TURN_LEASE``) and, while the turn runs, a heartbeat thread of :meth:`ConversationsStore.turn`
+renews it every third of that, up to the turn's own bound ``hold`` (its deadline and a margin: a hung turn
+is not kept alive for ever). So a process killed in the middle of a turn (``kill -9``, an OOM kill, a lost
+machine) blocks its conversation for at most one lease (≤ 15 s after its last heartbeat), and a turn that
+fails gives the lease back at once; when giving it back fails too (a full disk, the database gone), it is
+retried in the background until it succeeds or the lease has lapsed by itself.
 """
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -30,6 +39,9 @@ from core.store import tables as t
 from core.store.base import FLOWS, dumps, loads, storable_entry, turn_columns, who
 
 TURN_WAIT_SECONDS = 30.0  # how long a turn waits for the one before it (then TurnBusy / 409); KAIWA_TURN_WAIT
+TURN_LEASE_SECONDS = 15.0  # a turn's lease lapses this long after its last heartbeat; KAIWA_TURN_LEASE
+RELEASE_RETRY_SECONDS = 0.25  # how often a lease that could not be given back is tried again
+logger = logging.getLogger(__name__)
 TURN_BUSY_MESSAGE = ("この会話では前のメッセージをまだ処理しています。入力した内容はそのままです。"
                      "少し待ってからもう一度送信してください。")
 
@@ -60,6 +72,46 @@ _TURN_DEFAULTS = {**{k: None for k in ("user_input", "attachments", "turn_json",
                   "ok": True}
 
 
+def turn_lease(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds a turn's lease lasts without a heartbeat: ``KAIWA_TURN_LEASE`` (0.5–300), else
+    :data:`TURN_LEASE_SECONDS`."""
+    raw = ((os.environ if environ is None else environ).get("KAIWA_TURN_LEASE") or "").strip()
+    try:
+        value = float(raw) if raw else TURN_LEASE_SECONDS
+    except ValueError:
+        return TURN_LEASE_SECONDS
+    return value if 0.5 <= value <= 300 else TURN_LEASE_SECONDS
+
+
+class _Heartbeat(threading.Thread):
+    """Renews one turn's lease every third of the lease until stopped, until the lease is lost, or until
+    the turn's own bound ``hold`` has passed (then the lease lapses)."""
+
+    def __init__(self, store: ConversationsStore, conversation_id: str, token: str, hold: float, lease: float):
+        super().__init__(name=f"turn-lease-{conversation_id[:12]}", daemon=True)
+        self.store, self.conversation_id, self.token = store, conversation_id, token
+        self.lease = lease
+        self.until = time.monotonic() + hold
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.lease / 3):
+            remaining = self.until - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                self.store.renew_turn(self.conversation_id, self.token, hold=min(self.lease, remaining))
+            except TurnBusy:
+                return
+            except Exception:  # noqa: BLE001 - the database is away for a moment: the next beat tries again
+                logger.warning("turn lease heartbeat failed", exc_info=True)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self is not threading.current_thread():
+            self.join(timeout=max(1.0, self.lease))
+
+
 def _lease_time(offset: float = 0.0) -> str:
     """The wall clock the lease is judged by (never ``Store.now``, which tests may freeze)."""
     return (datetime.now(timezone.utc) + timedelta(seconds=offset)).isoformat(timespec="milliseconds")
@@ -70,8 +122,11 @@ class ConversationsStore:
 
     _released_leases: set[str]  # lease tokens given up by a turn's last write (``update_conversation``)
 
+    lease_seconds: float  # how long a lease lasts without a heartbeat (:func:`turn_lease`)
+
     def __init__(self, *args: Any, **kwargs: Any):
         self._released_leases = set()
+        self.lease_seconds = turn_lease()
         super().__init__(*args, **kwargs)
 
     def create_conversation(self, flow: str, owner: Any = None, *, conversation_id: str | None = None,
@@ -153,8 +208,12 @@ class ConversationsStore:
             self._released_leases.add(fence)
 
     # ---- the turn lease ---------------------------------------------------------------------------
+    def _lease_for(self, hold: float) -> float:
+        return min(float(hold), self.lease_seconds)
+
     def acquire_turn(self, conversation_id: str, *, hold: float, wait: float | None = None) -> str | None:
-        """Take the conversation's turn lease for ``hold`` seconds; returns its token, or None when there is
+        """Take the conversation's turn lease for ``hold`` seconds at most one lease (:func:`turn_lease`)
+        at a time (:meth:`turn` renews it while the turn runs); returns its token, or None when there is
         no such conversation (the flow starts a new one, which nobody else can know yet). Waits up to
         ``wait`` seconds (default :func:`turn_wait`) for a running turn, then raises :class:`TurnBusy`."""
         if not conversation_id or len(conversation_id) > 80:
@@ -167,7 +226,7 @@ class ConversationsStore:
             with self._write() as conn:
                 taken = conn.execute(update(t.conversations).where(
                     c.id == conversation_id, or_(c.turn_token.is_(None), c.turn_until < _lease_time()))
-                    .values(turn_token=token, turn_until=_lease_time(hold))).rowcount
+                    .values(turn_token=token, turn_until=_lease_time(self._lease_for(hold)))).rowcount
                 if not taken and conn.execute(select(c.id).where(c.id == conversation_id)).first() is None:
                     return None
             if taken:
@@ -181,15 +240,15 @@ class ConversationsStore:
         c = t.conversations.c
         values: dict[str, Any] = {"turn_token": token}
         if hold is not None:
-            values["turn_until"] = _lease_time(hold)
+            values["turn_until"] = _lease_time(self._lease_for(hold))
         held = conn.execute(update(t.conversations).where(c.id == conversation_id, c.turn_token == token)
                             .values(**values)).rowcount
         if not held:
             raise TurnBusy(conversation_id)
 
     def renew_turn(self, conversation_id: str, token: str, *, hold: float) -> None:
-        """Check that ``token`` still holds the lease and extend it by ``hold`` seconds (before a turn's
-        writes); :class:`TurnBusy` when another turn took it over after it lapsed."""
+        """Check that ``token`` still holds the lease and extend it by ``hold`` seconds, at most one lease
+        (before a turn's writes, and the heartbeat); :class:`TurnBusy` when another turn took it over."""
         with self._write() as conn:
             self._check_lease(conn, conversation_id, token, hold)
 
@@ -199,22 +258,45 @@ class ConversationsStore:
                                                        t.conversations.c.turn_token == token)
                          .values(turn_token=None, turn_until=None))
 
+    def _release_later(self, conversation_id: str, token: str) -> None:
+        """Give the lease back as soon as the database takes a write again (a full disk, an outage), in the
+        background; after one lease it has lapsed by itself."""
+        def retry() -> None:
+            deadline = time.monotonic() + self.lease_seconds
+            while time.monotonic() < deadline:
+                time.sleep(RELEASE_RETRY_SECONDS)
+                try:
+                    self.release_turn(conversation_id, token)
+                    return
+                except Exception as exc:  # noqa: BLE001 - still failing: try again
+                    logger.debug("turn lease still not released: %s", type(exc).__name__)
+
+        threading.Thread(target=retry, name=f"turn-release-{conversation_id[:12]}", daemon=True).start()
+
     @contextmanager
     def turn(self, conversation_id: str | None, *, hold: float, wait: float | None = None
              ) -> Iterator[str | None]:
         """``with store.turn(cid, hold=…) as token:`` one turn of ``cid`` at a time (see the module
-        docstring); ``token`` is None for an unknown conversation. Released however the turn ends."""
-        token = self.acquire_turn(conversation_id or "", hold=hold, wait=wait)
+        docstring); ``token`` is None for an unknown conversation. The lease is renewed by a heartbeat
+        while the body runs (for ``hold`` seconds at most) and given back however the turn ends."""
+        cid = conversation_id or ""
+        token = self.acquire_turn(cid, hold=hold, wait=wait)
+        beat = _Heartbeat(self, cid, token, hold, self._lease_for(hold)) if token is not None else None
+        if beat is not None:
+            beat.start()
         try:
             yield token
         finally:
+            if beat is not None:
+                beat.stop()
             if token is not None and token in self._released_leases:  # released by the turn's last write
                 self._released_leases.discard(token)
             elif token is not None:
                 try:
-                    self.release_turn(conversation_id or "", token)
-                except Exception:  # noqa: BLE001 - the database went away: the lease lapses after ``hold``
-                    pass
+                    self.release_turn(cid, token)
+                except Exception:  # noqa: BLE001 - the database refuses writes: given back once it takes them
+                    logger.warning("turn lease not released; retrying", exc_info=True)
+                    self._release_later(cid, token)
 
     # ---- turns -----------------------------------------------------------------------------------
     def append_turn(self, conversation_id: str, entry: Mapping[str, Any], *, role: str, author: Any = None,

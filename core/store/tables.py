@@ -111,6 +111,7 @@ entry_history = Table(
     Column("changed_at", String(32), nullable=False),
 )
 Index("ix_entry_history_entry", entry_history.c.entry_id, entry_history.c.version)
+Index("uq_entry_history_entry_version", entry_history.c.entry_id, entry_history.c.version, unique=True)  # 0006
 
 bookings = Table(
     "bookings", metadata,
@@ -213,6 +214,12 @@ heartbeat = Table(
     "heartbeat", metadata,
     Column("id", Integer, primary_key=True),               # one row (id 1), rewritten by every health check
     Column("at", String(32), nullable=False),
+)
+
+integrity_write_probe = Table(  # 0006: rows added and removed by the health check after a failed write
+    "integrity_write_probe", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("payload", Text, nullable=False),
 )
 
 # Change stamps: a number per table that grows with every insert, update or delete of its rows, so a page

@@ -48,6 +48,7 @@ from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.discord import DiscordBotTokenDetector
 from detect_secrets.plugins.github_token import GitHubTokenDetector
 from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
 from detect_secrets.plugins.mailchimp import MailchimpDetector
 from detect_secrets.plugins.npm import NpmDetector
 from detect_secrets.plugins.openai import OpenAIDetector
@@ -80,7 +81,7 @@ _QUOTED = r"""(?:"((?:[^"\\\r\n]|\\.)+)"|'([^'\r\n]+)')"""
 _SECRET_NAMES = (r"api[_-]?key|x-api-key|apikey|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token"
                  r"|client[_-]?secret|secret[_-]?access[_-]?key|access[_-]?key[_-]?secret|secret[_-]?key"
                  r"|subscription[_-]?key|account[_-]?key|shared[_-]?access[_-]?key|private[_-]?key|secret|password"
-                 r"|passwd|token")
+                 r"|passwd|token|" + "|".join(KEYWORD_DENYLIST))  # detect-secrets' keyword names (pwd, db_pass, …)
 _SECRETS = tuple(re2.compile(p) for p in (
     # Authorization headers: the whole value (to the closing quote, or to the end of the line).
     r"""(?i)(?:^|[^a-z0-9_-])(?:proxy-)?authorization["']?\s*[:=]\s*""" + f"(?:{_QUOTED}|([^\\s\"'][^\\r\\n]*))",
@@ -89,12 +90,17 @@ _SECRETS = tuple(re2.compile(p) for p in (
     rf"""(?i)(?:^|[^a-z0-9_])[a-z0-9_.\-]{{0,30}}?(?:{_SECRET_NAMES})["']?\s*[:=]\s*"""
     + f"(?:{_QUOTED}|([^\\s\"'&,;{{}}\\[\\]<>]{{4,}}))",
     r"""(?:パスワード|暗証番号)\s*(?:[:=]|は)\s*([!-~]{4,})""",
+    # A password introduced in words and quoted: パスワードは「…」, 暗証番号：『…』, パス="…".
+    r"""(?:パスワード|暗証番号|パスコード|パス)\s*(?:[:=]|は|を)?\s*[「『"'“‘]([^」』"'”’\r\n]{1,80})[」』"'”’]""",
+    # Short names detect-secrets' keyword list does not have: PW: …, pw=…, pass=…, p/w …
+    (r"""(?i)(?:^|[^a-z0-9_])(?:pass|pw|p/w|passcode)["']?\s*[:=]\s*(?:""" + _QUOTED
+     + r"""|([^\s"'&,;{}\[\]<>]{4,}))"""),
     # Signed URLs: …?sig=…, …&key=… (user:password@ is _USERINFO below)
     r"""(?i)[?&](?:sig|signature|key|code)=([^\s&#"'<>]{4,})""",
     r"""(?i)(?:^|[^a-z0-9_])bearer\s+([a-z0-9\-._~+/]{8,}=*)""",
     # Tokens recognisable by their shape.
     r"""(?:^|[^A-Za-z0-9_])(sk-[A-Za-z0-9_\-]{8,}|[rs]k_(?:live|test)_[A-Za-z0-9]{8,}|AKIA[0-9A-Z]{16}"""
-    r"""|AIza[0-9A-Za-z_\-]{35}|GOCSPX-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"""
+    r"""|hf_[A-Za-z0-9]{30,}|api_org_[A-Za-z0-9]{30,}|AIza[0-9A-Za-z_\-]{35}|GOCSPX-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"""
     r"""|xox[abposre]-[A-Za-z0-9\-]{8,}|xapp-[0-9]+-[A-Za-z0-9\-]{8,}|gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_\-]{20,}"""
     r"""|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)""",
     # Slack webhooks of every kind (services, workflows, triggers): the path after the host.
@@ -137,7 +143,7 @@ _USERINFO = re2.compile(r"""(?i)[a-z][a-z0-9+.\-]*://([^\s/@?#\[\]"'<>]+)@""")
 _BASIC = re2.compile(r"(?:^|[^A-Za-z0-9_])[Bb](?:asic|ASIC)\s+([A-Za-z0-9+/]{4,}={0,2})")
 
 # ---- e-mail and addresses ------------------------------------------------------------------------
-_AT = r"(?:@|\s?[(\[{<]\s?(?i:at)\s?[)\]}>]\s?|\s?(?:アット(?:マーク)?|あっと(?:まーく)?)\s?)"
+_AT = r"(?:\s{0,2}@\s{0,2}|\s?[(\[{<]\s?(?i:at)\s?[)\]}>]\s?|\s?(?:アット(?:マーク)?|あっと(?:まーく)?)\s?)"
 _DOT = r"(?:\.|\s?[(\[{<]\s?(?i:dot)\s?[)\]}>]\s?|\s?(?:ドット|どっと)\s?)"
 _EMAIL = re2.compile(rf"[A-Za-z0-9._%+\-]+{_AT}[A-Za-z0-9\-]+(?:{_DOT}[A-Za-z0-9\-]+)*{_DOT}[A-Za-z]{{2,}}")
 _PREF = r"(?:北海道|東京都|(?:京都|大阪)府|[一-龥]{2,3}県)"
@@ -161,7 +167,7 @@ _ADDRESS = re2.compile(rf"{_PREF}{_CITY}(?:[一-龥々]{{1,6}}[市区町村])?{_
 # ---- numbers -------------------------------------------------------------------------------------
 # A run of digit groups joined by 1–3 separator characters. Digits and separators are disjoint
 # classes and nothing is nested, so this ``re`` scan is linear.
-_SEP = " \t\\-.()・ー/_の"
+_SEP = " \t\\-.()・ー/_の~〜"  # ~: the full-width wave dash ～ after NFKC; 〜: the wave dash
 _RUN = re.compile(rf"\(?[0-9]+(?:[{_SEP}]{{1,3}}[0-9]+)*")
 _GROUP = re.compile(r"[0-9]+")
 _UUID = re2.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

@@ -242,3 +242,15 @@ def test_the_real_server_answers_over_http(db_url):
         sid = r.json()["session_id"]
         assert Store(db_url).get_conversation(sid)["owner"] == "anonymous:api"
         assert json.loads(httpx.get(f"{base}/api/sessions/{sid}", timeout=30).text)["turns"] == 1
+
+
+def test_a_second_email_header_from_the_client_does_not_open_another_users_session(api, monkeypatch):
+    """Issue 23: with a proxy that appends, the caller's own X-Forwarded-Email comes first; only the last
+    (the proxy's) counts, so the caller gets the 404 of someone else's session."""
+    monkeypatch.setenv("KAIWA_TRUST_PROXY_HEADERS", "1")
+    victim = api.post("/api/chat", json={}, headers={"X-Forwarded-Email": "victim@example.jp"}).json()["session_id"]
+    forged = [("X-Forwarded-Email", "victim@example.jp"), ("X-Forwarded-Email", "mallory@example.jp")]
+    assert api.get(f"/api/sessions/{victim}", headers=forged).status_code == 404
+    joined = {"X-Forwarded-Email": "victim@example.jp, mallory@example.jp"}
+    assert api.get(f"/api/sessions/{victim}", headers=joined).status_code == 404
+    assert api.get(f"/api/sessions/{victim}", headers={"X-Forwarded-Email": "victim@example.jp"}).status_code == 200

@@ -54,7 +54,7 @@ def _scenario_actions(scenario: dict[str, Any], cid: str, file_name: str) -> Non
             path = wb.save_scenario(scenario, wb.scenario_dir() / file_name, actor=who, store=store(),
                                     comment=f"会話 {cid} から作成")
         except PermissionError as exc:
-            st.error(str(exc))
+            st.error(lines(str(exc)))
         else:
             st.success(f"{path.name} に保存しました。`python -m core.eval {path}` で実行できます。")
 
@@ -68,7 +68,7 @@ def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
     try:  # read and masked once per change of the conversation, not on every rerun (ui.cache)
         source = cache.conversation_source(cid)
     except (LookupError, ValueError) as exc:
-        st.warning(str(exc))
+        st.warning(lines(str(exc)))
         return
     convo, turns, final = source
     st.caption(f"フロー: {convo['flow']} · {plain(convo.get('title')) or '（無題）'} · ユーザーの発話 {len(turns)} 件"
@@ -81,6 +81,6 @@ def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
     try:
         scenario = wb.promote(store(), cid, expect, name=name, source=source)
     except ValueError as exc:
-        st.warning(str(exc))
+        st.warning(lines(str(exc)))
         return
     _scenario_actions(scenario, cid, file_name)

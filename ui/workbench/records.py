@@ -98,7 +98,7 @@ def _clear_log(conversation: str) -> None:
             state.debug_logs.clear()
             st.toast(f"{deleted} 件を消去しました。", icon="🧹")
         except PermissionError as exc:
-            st.error(str(exc))
+            st.error(lines(str(exc)))
         state.confirm_clear_debug = False
         st.rerun()
     no.button("キャンセル", key="clear_debug_no", on_click=lambda: state.update(confirm_clear_debug=False))

@@ -78,7 +78,7 @@ def save_prompt_section(record: dict[str, Any]) -> None:
             st.success(f"{name} を版 {saved['version']} として保存しました（{plain(saved['created_by_label'])}・"
                        f"{jst(saved['created_at'])}）。")
         except (PermissionError, ValueError, OSError) as exc:
-            st.error(str(exc))
+            st.error(lines(str(exc)))
     st.caption(f"使用中の版: {prompt_version(name)}")
     st.download_button("⬇️ 使用中の内容をファイルとしてダウンロード（prompts/ に反映する場合）", load_prompt(name) + "\n",
                        file_name=wb.prompt_path(name).name, mime="text/markdown", key="wb_prompt_download")
