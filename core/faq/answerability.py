@@ -96,10 +96,33 @@ def supports(hit: dict[str, Any], question: str, facet: Facet) -> bool:
     article = f"{title}\n{body}"
     if sum(1 for w in subject if w in article) < (len(subject) + 1) // 2:
         return False  # the article is about something else (車検の費用 for a tyre change's price)
+    if head in ACTION_NOUNS:  # 「ワイパーゴムの交換費用」: the price of *what* is changed, not any 交換
+        head = _object_of(question, head, subject) or head
+    asked = {w.lower() for w in quoting.tokens(_norm(question))} - facet.words - {head or ""}
+    short = facet.name == "duration" and _SHORT_ASKED.search(_norm(question))
     for sentence in [title] + _SENTENCE.findall(body):
-        if facet.evidence.search(sentence) and (head is None or head in quoting.tokens(sentence) or head in sentence):
+        if not facet.evidence.search(sentence) or (short and not _SHORT_STATED.search(sentence)):
+            continue  # 「何分で終わる？」 is not answered by 「6か月ごと」
+        if head is None or head in quoting.tokens(sentence) or head in sentence:
+            return True
+        # the article is about the head (its title names it) and this sentence states the fact of
+        # another word of the question (「スタッドレスへの履き替えは何分」: 「履き替えの作業時間は約30分」)
+        if head in title and asked & {w.lower() for w in quoting.tokens(sentence)}:
             return True
     return False
+
+
+_SHORT_ASKED = re.compile(r"何分|何時間|所要時間|時間(は|が)?(どの|どれ)")
+_SHORT_STATED = re.compile(r"[0-9０-９]+ ?(分|時間)|数(分|時間)|半日|即日|当日")
+ACTION_NOUNS = frozenset({"交換", "修理", "作業", "取り付け", "取付", "整備", "修正", "脱着"})
+
+
+def _object_of(question: str, action: str, subject: set[str]) -> str | None:
+    """The noun just before an action noun (「ワイパーゴムの交換」 → ワイパーゴム)."""
+    text = _norm(question)
+    at = text.find(action)
+    before = [w for w in get_tokenizer()(text[:max(at, 0)]) if w in subject and w != action]
+    return before[-1] if before else None
 
 
 def answerable(hits: Sequence[dict[str, Any]], question: str) -> tuple[list[dict[str, Any]], Facet | None]:

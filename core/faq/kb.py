@@ -144,10 +144,12 @@ def sibling(question_tokens: set[str], question: str, title: str) -> bool:
     extends a word of the question (「オイルフィルター」 ⊃ 「オイル」) and the question says neither the
     compound nor its other half (「フィルター」)."""
     text = question[:MAX_QUERY_CHARS]
+    shared = _tokens(title) & question_tokens
     for word in _tokens(title) - question_tokens:
         for asked in question_tokens:
             if len(asked) >= 2 and len(word) > len(asked) + 1 and word.startswith(asked) \
-                    and word[len(asked):] not in text:
+                    and word[len(asked):] not in text \
+                    and not any(len(w) >= 2 and asked + w in text for w in shared):  # 「オイルエレメント」 asked
                 return True
     return False
 
