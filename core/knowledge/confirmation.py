@@ -22,11 +22,17 @@ NOT_CONFIRMED_NOTE = ("⚠️ ライブラリではまだ確定されていま�
                       "右の「✅ このナレッジを確定する」ボタンを押して確定してください。")
 
 
+# 「なお第10条は問題ありません」 says something about an article, not 「confirm this draft」.
+ASIDE_WORDS = ("なお", "ちなみに", "条は", "条も", "条が", "項は", "項も")
+
+
 def is_typed_confirmation(text: str | None) -> bool:
     """Whether the user's message is a confirmation of the draft (short, a confirm word, no negation,
-    question or ``項目: …`` edit)."""
+    question, ``項目: …`` edit, or remark about an article)."""
     message = (text or "").strip().rstrip("。！!")
     if not message or len(message) > MAX_CONFIRM_CHARS:
+        return False
+    if any(w in message for w in ASIDE_WORDS):
         return False
     return any(w in message for w in CONFIRM_WORDS) and not any(w in message for w in NOT_CONFIRMING)
 
