@@ -15,6 +15,7 @@ from core.validation import ENTRY_FIELDS
 from ui import cache, outage, pager, safe
 from ui.display_name import recorded_as
 from ui.knowledge_base import linked_entry
+from ui.knowledge_chat import incomplete_ack
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
@@ -121,8 +122,9 @@ if entry.get("conversation_id"):
 recorded_as(who)
 buttons = st.columns(3)
 if entry["status"] == "draft":
+    allowed = incomplete_ack(entry, key=f"lib_confirm_incomplete_{eid}")
     buttons[0].button("✅ 確定する", key="lib_confirm", on_click=_status, args=("confirm",), type="primary",
-                      disabled=not who.can("entry.confirm"))
+                      disabled=not who.can("entry.confirm") or not allowed)
 if entry["status"] != "archived":
     buttons[1].button("🗄️ アーカイブする", key="lib_archive", on_click=_status, args=("archive",),
                       disabled=not who.can("entry.archive"),

@@ -182,6 +182,16 @@ def _topic(text: str) -> str:
     return ""
 
 
+def topic_of(text: str) -> str:
+    """The clause topic ``text`` is about (:data:`TOPICS`), or ""."""
+    return _topic(nfkc(text))
+
+
+def contract_type_of(text: str) -> str:
+    """The contract type ``text`` names (an alias counts: 「ＮＤＡ」 is 秘密保持契約), or ""."""
+    return _contract_type(nfkc(text)) if text else ""
+
+
 def _clauses(attachment_text: str) -> dict[str, str]:
     """Clause headings with their bodies from an attachment: {"第8条(損害賠償)": "body..."}."""
     found: dict[str, str] = {}

@@ -31,7 +31,7 @@ from core.knowledge.case_facts import (
     labelled_fields,
     nfkc,
 )
-from core.knowledge.confirmation import is_typed_confirmation
+from core.knowledge.confirmation import accepts_incomplete, is_typed_confirmation, missing_for_confirmation
 from core.knowledge.house_style import parse_examples
 from core.knowledge.review_language import concise_title, is_wrap_up
 from core.llm.base import LLMRequest
@@ -331,6 +331,11 @@ def respond(request: LLMRequest) -> dict[str, Any]:
         entry = draft_entry(facts)
         # what the console confirms in the library (core.knowledge.confirmation), no field edit, no open question
         confirmed = is_typed_confirmation(latest) and not labelled_fields(latest) and not facts.questions
+        lacking = missing_for_confirmation(entry)
+        if confirmed and lacking and not accepts_incomplete(latest):  # the console confirms nothing: say why
+            return turn("finalize", "review_knowledge", _draft_message(
+                entry, f"確定の前に確認させてください。この草案は{'・'.join(lacking)}が未設定です。", ""),
+                entry, missing_labels)
         if confirmed:
             return turn("finalize", "review_knowledge", _draft_message(
                 entry, "確定のご指示を受け付けました。この内容がナレッジの最終版です。",
