@@ -23,7 +23,17 @@ NOT_CONFIRMED_NOTE = ("⚠️ ライブラリではまだ確定されていま�
 
 
 # 「なお第10条は問題ありません」 says something about an article, not 「confirm this draft」.
-ASIDE_WORDS = ("なお", "ちなみに", "条は", "条も", "条が", "項は", "項も")
+ASIDE_WORDS = ("なお", "ちなみに")
+
+
+def _names_article(message: str) -> bool:
+    """「第10条」「第３条」 anywhere in the (short) message."""
+    start = message.find("第")
+    while start >= 0:
+        if "条" in message[start + 1:start + 6]:
+            return True
+        start = message.find("第", start + 1)
+    return False
 
 
 # An entry a reviewer can sign has its action plan and a clause sample; the interviewer's placeholder
@@ -59,7 +69,7 @@ def is_typed_confirmation(text: str | None) -> bool:
     message = (text or "").strip().rstrip("。！!")
     if not message or len(message) > MAX_CONFIRM_CHARS:
         return False
-    if any(w in message for w in ASIDE_WORDS):
+    if any(w in message for w in ASIDE_WORDS) or _names_article(message):
         return False
     return any(w in message for w in CONFIRM_WORDS) and not any(w in message for w in NOT_CONFIRMING)
 
