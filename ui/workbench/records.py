@@ -19,7 +19,7 @@ from ui import cache, pager
 from ui.safe import lines, plain
 from ui.safe import table as table_widget
 from ui.session import identity, store
-from ui.workbench.labels import COLUMN_LABELS, METHOD_LABELS, OUTCOME_LABELS, method_label, record_label
+from ui.workbench.labels import COLUMN_LABELS, METHOD_LABELS, OUTCOME_LABELS, method_label, owner_label, record_label
 
 JSONL_LIMIT = 1000  # records in one JSONL download (the newest that match)
 
@@ -117,7 +117,7 @@ def record_detail(r: dict[str, Any], on_open_replay: Callable[[int], None]) -> N
                 f"プロンプト: {r.get('prompt') or '—'}（版 {r.get('prompt_version') or '記録なし'}） · "
                 f"出力のスキーマ版: {wb.output_schema_version(r) or '—'} · 選択肢の判定: "
                 f"{METHOD_LABELS.get(r.get('judgment_method') or '', r.get('judgment_method') or '—')}\n"
-                f"会話: {r.get('session_id') or '—'} · 操作者: {r.get('owner') or '—'}")
+                f"会話: {r.get('session_id') or '—'} · 操作者: {owner_label(r.get('owner'))}")
         if r.get("errors"):
             st.error(lines("\n".join(r["errors"])))
         st.button("✏️ この呼び出しを再実行タブで開く", key=f"open_replay_{r['id']}", on_click=on_open_replay,
@@ -146,7 +146,7 @@ def _jsonl(query: DebugQuery) -> Callable[[], str]:
 
 def records_tab(filtered: Filtered, on_open_replay: Callable[[int], None]) -> None:
     frame = wb.records_frame(filtered.records)
-    table = frame.assign(time=[jst(t) for t in frame["time"]])
+    table = frame.assign(time=[jst(t) for t in frame["time"]], owner=[owner_label(o) for o in frame["owner"]])
     table = table[[c for c in COLUMN_LABELS if c in table.columns]].rename(columns=COLUMN_LABELS)
     table_widget(table, width="stretch", hide_index=True)
     pager.pager("wb", filtered.matched, len(filtered.records))
