@@ -38,8 +38,8 @@ state = st.session_state
 search_col, status_col, type_col = st.columns([3, 2, 2])
 query = search_col.text_input("検索（タイトル・契約類型・条項・本文）", key="lib_query", max_chars=200)
 statuses = status_col.multiselect("状態", list(STATUS), default=["draft", "confirmed"], format_func=STATUS.get,
-                                  placeholder="すべて", key="lib_status")
-types = type_col.multiselect("契約類型", cache.contract_types(), placeholder="すべて", key="lib_types")
+                                  placeholder="すべて", key="lib_status", select_all=False)
+types = type_col.multiselect("契約類型", cache.contract_types(), placeholder="すべて", key="lib_types", select_all=False)
 filters = {"status": statuses or None, "contract_type": types or None, "query": query}
 offset = pager.current_offset("lib", (query, tuple(statuses), tuple(types)))
 entries, total = cache.entries_page(statuses, types, query, offset, pager.PAGE_SIZE)

@@ -32,7 +32,7 @@ def render_sidebar() -> None:
             model = st.text_input("モデル名 / デプロイ名", value=model, key="model_name")
             picked = st.multiselect("構造化出力の方式（この順にフォールバック）", list(ALL_STRATEGIES),
                                     default=list(strategies), format_func=lambda s: STRATEGY_LABELS[s],
-                                    placeholder="選択してください", key="strategy_chain")
+                                    placeholder="選択してください", key="strategy_chain", select_all=False)
             strategies = tuple(picked) or strategies
         changed = (choice != current or (choice == "openai" and (model != getattr(state.llm_client, "model", model)
                    or strategies != tuple(getattr(state.llm_client, "strategies", ())))))

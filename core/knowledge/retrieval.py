@@ -19,18 +19,18 @@ import logging
 import threading
 import unicodedata
 import weakref
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import yaml
 from sqlalchemy import select
 
+from core.paths import DATA_DIR
 from core.rag.bm25 import BM25Index, Vocabulary
 from core.rag.cache import CachingEmbedder, TokenCache
 from core.rag.embeddings import get_default_embedder
-from core.paths import DATA_DIR
 from core.rag.hybrid import CANDIDATE_K, KEEP_THRESHOLD, RRF_K, fuse
 from core.store import tables as t
 from core.store.store import Store

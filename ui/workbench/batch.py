@@ -73,7 +73,7 @@ def batch_tab(query: DebugQuery, task_options: list[str]) -> None:
     model = c2.text_input("モデル（空欄ならプロバイダーの既定）", key="wb_batch_model", max_chars=200)
     chain = c3.multiselect("方式", list(ALL_STRATEGIES), format_func=lambda s: STRATEGY_LABELS[s],
                            default=[m for m in query.methods if m in ALL_STRATEGIES],
-                           placeholder="記録のまま", key="wb_batch_strategies")
+                           placeholder="記録のまま", key="wb_batch_strategies", select_all=False)
     if st.button("▶️ 一括再実行", key="wb_batch_run", type="primary", disabled=not found):
         change = {"system_prompt": batch_system or None, "temperature": temperature, "model": model or None,
                   "strategies": chain, "replace_text": [(old_text, new_text)] if old_text else []}

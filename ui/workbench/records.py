@@ -47,19 +47,19 @@ def filters() -> DebugQuery:
         c1, c2, c3, c4 = st.columns(4)
         conversation = c1.text_input("会話 ID", value=st.query_params.get("conversation", ""), key="f_conversation",
                                      max_chars=80).strip()
-        flows = c2.multiselect("フロー", cache.debug_values("flow"), placeholder="すべて", key="f_flow")
-        steps = c3.multiselect("ステップ / フェーズ", cache.debug_values("step"), placeholder="すべて", key="f_step")
-        tasks = c4.multiselect("タスク", cache.debug_values("task"), placeholder="すべて", key="f_task")
+        flows = c2.multiselect("フロー", cache.debug_values("flow"), placeholder="すべて", key="f_flow", select_all=False)
+        steps = c3.multiselect("ステップ / フェーズ", cache.debug_values("step"), placeholder="すべて", key="f_step", select_all=False)
+        tasks = c4.multiselect("タスク", cache.debug_values("task"), placeholder="すべて", key="f_task", select_all=False)
         c1, c2, c3, c4 = st.columns(4)
-        providers = c1.multiselect("プロバイダー", cache.debug_values("provider"), placeholder="すべて", key="f_provider")
-        models = c2.multiselect("モデル", cache.debug_values("model"), placeholder="すべて", key="f_model")
+        providers = c1.multiselect("プロバイダー", cache.debug_values("provider"), placeholder="すべて", key="f_provider", select_all=False)
+        models = c2.multiselect("モデル", cache.debug_values("model"), placeholder="すべて", key="f_model", select_all=False)
         methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(cache.debug_values("method"))),
-                                 placeholder="すべて", key="f_strategy", format_func=method_label)
+                                 placeholder="すべて", key="f_strategy", format_func=method_label, select_all=False)
         outcomes = c4.multiselect("結果", cache.debug_values("outcome"), placeholder="すべて", key="f_outcome",
-                                  format_func=lambda o: OUTCOME_LABELS.get(o, o))
+                                  format_func=lambda o: OUTCOME_LABELS.get(o, o), select_all=False)
         c1, c2, c3, c4 = st.columns(4)
         error_types = c1.multiselect("エラー種別", cache.debug_values("error_type"), placeholder="すべて",
-                                     key="f_error_type")
+                                     key="f_error_type", select_all=False)
         date_from = c2.date_input("開始日（日本時間）", value=None, key="f_date_from")
         date_to = c3.date_input("終了日（日本時間）", value=None, key="f_date_to")
         failed_only = c4.toggle("失敗のみ", key="f_failed")

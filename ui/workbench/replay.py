@@ -131,7 +131,7 @@ def replay_tab(shown_records: list[dict[str, Any]], selected_record: dict[str, A
     model = c2.text_input("モデル", value=getattr(client, "model", ""), key="wb_model", max_chars=200)
     chain = c3.multiselect("方式（この順にフォールバック）", list(ALL_STRATEGIES),
                            default=[s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES],
-                           format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies")
+                           format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies", select_all=False)
     st.caption(f"実行するプロバイダー: {getattr(client, 'name', '?')}（サイドバーで切り替えられます）")
     offline = getattr(client, "name", "") == "offline"
     if offline:
