@@ -149,8 +149,7 @@ if manuals is not None:
     rows += [{"車両": _vehicle_label(v), "車両ID": v, "登録元": "（未登録）", "チャンク数": 0, "登録者": "—",
               "登録者ID": "—", "登録日時": "—", "SHA-256": "—"} for v in catalog if v not in indexed]
     safe.table(rows, hide_index=True, key="manual_table")
-    st.caption(f"合計 {sum(m.chunks for m in manuals)} チャンク · 車両 {len(indexed)} 台 · "
-               f"コレクション {getattr(retriever.store, 'name', '-')}")
+    st.caption(f"合計 {sum(m.chunks for m in manuals)} チャンク · 車両 {len(indexed)} 台")  # the collection name is internal
 
 # ---- delete ---------------------------------------------------------------------------------------------
 if can_write and uploads:
