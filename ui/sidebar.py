@@ -23,7 +23,8 @@ def render_sidebar() -> None:
         names = registry.available()
         current = getattr(state.llm_client, "name", registry.active_name)
         choice = st.selectbox("使用するモデル", names, index=names.index(current) if current in names else 0,
-                              format_func=lambda n: PROVIDER_LABELS.get(n, n), key="provider_choice")
+                              format_func=lambda n: PROVIDER_LABELS.get(n, n), key="provider_choice",
+                              placeholder="選択してください")
         model = registry.settings.openai_model
         strategies = tuple(getattr(state.llm_client, "strategies", registry.settings.strategies))
         if choice == "openai":

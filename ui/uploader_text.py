@@ -20,8 +20,8 @@ def uploader_css(max_mb: int, types: str = "") -> str:
         '[data-testid="stFileUploaderDropzoneInstructions"] > div > * {font-size: 0 !important;}'
         '[data-testid="stFileUploaderDropzoneInstructions"] > div > *::after '
         f'{{content: "{hint}"; font-size: 0.875rem;}}'
-        '[data-testid="stFileUploaderDropzone"] button {font-size: 0 !important;}'
-        '[data-testid="stFileUploaderDropzone"] button::after '
+        '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p {font-size: 0 !important;}'
+        '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p::after '
         f'{{content: "{BUTTON_TEXT}"; font-size: 0.875rem;}}'
         "</style>")
 
