@@ -2,7 +2,8 @@
 
 * ``GET /api/knowledge?q=&contract_type=&status=&limit=`` — confirmed entries unless ``status`` names
   another (``draft``, ``archived``). With ``q`` over confirmed entries: the same hybrid search as the
-  console (``core.knowledge.retrieval``), most relevant first, each with its ``score``; with ``q`` and
+  console (``core.knowledge.retrieval``), most relevant first, each with its ``score``, then the entries
+  the library's text search also finds (``score`` null: a word only in the clause sample); with ``q`` and
   another status: a plain text match (``score`` null). Without ``q``: newest first.
 * ``POST /api/knowledge/ask`` ``{"question": "..."}`` → ``{"answer": str, "sources": [{"entry_id",
   "title", "contract_type", "score"}]}`` (``core.knowledge.ask``), most relevant first, ``"sources": []``
@@ -187,9 +188,12 @@ def list_knowledge(store: Annotated[Store, Depends(get_store)], index: Annotated
                    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 20) -> EntryList:
     query = q.strip()
     wanted = status or "confirmed"
-    if query and wanted == "confirmed":
+    if query and wanted == "confirmed":  # ranked search first, then what the library's text search finds too
         hits = index.search(query, n=limit, contract_type=contract_type.strip() or None)
         entries = [_entry(h.entry, h.score) for h in hits]
+        ranked = {h.entry_id for h in hits}
+        rows = store.list_entries(status=wanted, contract_type=contract_type.strip() or None, query=query, limit=limit)
+        entries += [_entry(row) for row in rows if int(row["id"]) not in ranked][:max(0, limit - len(entries))]
     else:
         rows = store.list_entries(status=wanted, contract_type=contract_type.strip() or None, query=query, limit=limit)
         entries = [_entry(row) for row in rows]

@@ -94,6 +94,40 @@ def measure(index: KnowledgeIndex, ids: Mapping[str, int], answerable: list[dict
     }
 
 
+PROPOSAL_THRESHOLDS = (0.3, 0.4, 0.5, 0.6)
+
+
+def proposals(index: KnowledgeIndex, ids: Mapping[str, int], answerable: list[dict[str, str]]) -> dict[str, Any]:
+    """What 「参考」/似ている確定済みナレッジ would propose for each answerable question, per score threshold:
+    the share of proposed entries (top 3) about the same contract type or clause topic as the right
+    entry (``precision``), and the share of questions whose right entry is proposed (``kept``) — without
+    and with the relatedness filter (:func:`core.knowledge.similar.related`, the case's contract type
+    and topic read from the right entry, as the interview knows them)."""
+    from core.knowledge.similar import entry_topic, related
+
+    out: dict[str, Any] = {}
+    for threshold in PROPOSAL_THRESHOLDS:
+        for filtered in (False, True):
+            shown = good = kept = 0
+            for item in answerable:
+                want = ids[item["expect"]]
+                hits = index.search(item["q"], n=10, min_score=threshold)
+                right = next((h.entry for h in index.search(item["q"], n=50, min_score=0.0) if h.entry_id == want), None)
+                if right is None:
+                    continue
+                ctype, topic = str(right.get("contract_type") or ""), entry_topic(right)
+                if filtered:
+                    hits = [h for h in hits if related(ctype, topic, h.entry)]
+                hits = hits[:3]
+                shown += len(hits)
+                good += sum(related(ctype, topic, h.entry) or h.entry_id == want for h in hits)
+                kept += any(h.entry_id == want for h in hits)
+            name = f"proposals@{threshold:.1f}{'_filtered' if filtered else ''}"
+            out[name] = {"precision": round(good / shown, 3) if shown else None,
+                         "kept": round(kept / len(answerable), 3), "shown": shown}
+    return out
+
+
 def run(quick: bool = False, pg_url: str | None = None) -> dict[str, Any]:
     answerable, unanswerable = load_queries()
     with tempfile.TemporaryDirectory(prefix="kaiwa-bench-knowledge-") as tmp:
@@ -101,7 +135,11 @@ def run(quick: bool = False, pg_url: str | None = None) -> dict[str, Any]:
         store = Store(url)
         try:
             ids = load_library(store)
-            return measure(KnowledgeIndex(store), ids, answerable, unanswerable)
+            index = KnowledgeIndex(store)
+            figures = measure(index, ids, answerable, unanswerable)
+            if not quick:
+                figures["knowledge_proposals"] = proposals(index, ids, answerable)
+            return figures
         finally:
             store.engine.dispose()
             if pg_url:
@@ -118,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(figures, ensure_ascii=False, indent=2))
         return 0
     for key, value in figures.items():
-        if key != "knowledge_misses":
+        if key == "knowledge_proposals":
+            for name, row in value.items():
+                print(f"  {name:28s} precision {row['precision']}  right entry kept {row['kept']}  shown {row['shown']}")
+        elif key != "knowledge_misses":
             print(f"{key:40s} {value}")
     for miss in figures["knowledge_misses"]:
         print(f"  rank {miss['rank']}: {miss['q']} → want {miss['expect']}, top: {miss['top']}")

@@ -131,7 +131,7 @@ picked = list(period) if isinstance(period, (list, tuple)) else [period]
 start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
-                                     format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers")
+                                     format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers", select_all=False)
 key, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
 tables = labelled_all(key, figures, digests)
 

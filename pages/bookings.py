@@ -31,8 +31,8 @@ who = identity()
 
 status_col, urgency_col, date_col = st.columns(3)
 statuses = status_col.multiselect("状態", list(STATUS), default=["requested", "confirmed"], format_func=STATUS.get,
-                                  placeholder="すべて", key="bk_status")
-urgencies = urgency_col.multiselect("緊急度", list(URGENCY), format_func=URGENCY.get, placeholder="すべて", key="bk_urgency")
+                                  placeholder="すべて", key="bk_status", select_all=False)
+urgencies = urgency_col.multiselect("緊急度", list(URGENCY), format_func=URGENCY.get, placeholder="すべて", key="bk_urgency", select_all=False)
 today = date.today()
 period = date_col.date_input("受付日", value=(today - timedelta(days=30), today), key="bk_dates")
 start, end = (period if isinstance(period, (list, tuple)) and len(period) == 2 else (None, None))

@@ -21,6 +21,7 @@ from core.validation import ENTRY_FIELDS
 from ui import cache, outage, pager, safe, stale_entry
 from ui.display_name import recorded_as
 from ui.knowledge_base import linked_entry
+from ui.knowledge_chat import incomplete_ack
 from ui.session import identity, leave_pages_directory_mode, provider_caption, store
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
@@ -43,8 +44,8 @@ state = st.session_state
 search_col, status_col, type_col = st.columns([3, 2, 2])
 query = search_col.text_input("検索（タイトル・契約類型・条項・本文）", key="lib_query", max_chars=200)
 statuses = status_col.multiselect("状態", list(STATUS), default=["draft", "confirmed"], format_func=STATUS.get,
-                                  placeholder="すべて", key="lib_status")
-types = type_col.multiselect("契約類型", cache.contract_types(), placeholder="すべて", key="lib_types")
+                                  placeholder="すべて", key="lib_status", select_all=False)
+types = type_col.multiselect("契約類型", cache.contract_types(), placeholder="すべて", key="lib_types", select_all=False)
 filters = {"status": statuses or None, "contract_type": types or None, "query": query}
 offset = pager.current_offset("lib", (query, tuple(statuses), tuple(types)))
 entries, total = cache.entries_page(statuses, types, query, offset, pager.PAGE_SIZE)
@@ -132,8 +133,9 @@ shown = stale_entry.form_snapshot(eid, entry)  # the version the form (and 確�
 stale_entry.notice(eid, LABELS)
 buttons = st.columns(3)
 if entry["status"] == "draft":
+    allowed = incomplete_ack(entry, key=f"lib_confirm_incomplete_{eid}")
     buttons[0].button("✅ 確定する", key="lib_confirm", on_click=_status, args=("confirm", shown["version"]),
-                      type="primary", disabled=not who.can("entry.confirm"))
+                      type="primary", disabled=not who.can("entry.confirm") or not allowed)
 if entry["status"] != "archived":
     buttons[1].button("🗄️ アーカイブする", key="lib_archive", on_click=_status, args=("archive", entry["version"]),
                       disabled=not who.can("entry.archive"),

@@ -14,6 +14,7 @@ from ui import safe
 from ui.identity import ADMIN_UNLOCKED_KEY, admin_gate, auth_settings, current_identity
 from ui.safe import plain
 from ui.session import leave_pages_directory_mode
+from ui.uploader_text import japanese_uploader
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -98,6 +99,7 @@ if can_write and retriever is not None:
                             disabled=not replace_options,
                             help="新しいファイルの登録に成功すると、選んだファイルの登録を削除します。"
                                  "同じファイル名で登録した場合も置き換えになります。")
+    japanese_uploader("PDF")
     upload = st.file_uploader("取扱説明書（PDF）", type=["pdf"], key="manual_file",
                               help="同じファイル名で再登録すると、その PDF の内容を置き換えます。")
     password = st.text_input("PDF のパスワード（保護されている場合のみ）", type="password", key="manual_password")
@@ -147,8 +149,7 @@ if manuals is not None:
     rows += [{"車両": _vehicle_label(v), "車両ID": v, "登録元": "（未登録）", "チャンク数": 0, "登録者": "—",
               "登録者ID": "—", "登録日時": "—", "SHA-256": "—"} for v in catalog if v not in indexed]
     safe.table(rows, hide_index=True, key="manual_table")
-    st.caption(f"合計 {sum(m.chunks for m in manuals)} チャンク · 車両 {len(indexed)} 台 · "
-               f"コレクション {getattr(retriever.store, 'name', '-')}")
+    st.caption(f"合計 {sum(m.chunks for m in manuals)} チャンク · 車両 {len(indexed)} 台")  # the collection name is internal
 
 # ---- delete ---------------------------------------------------------------------------------------------
 if can_write and uploads:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import streamlit as st
 
+from core.knowledge.confirmation import incomplete_label
 from ui.safe import plain, safe_markdown
 
 LIBRARY_PAGE = "pages/library.py"
@@ -27,7 +28,8 @@ def linked_entry(store: Any) -> dict[str, Any] | None:
 
 def _hit_caption(hit: Any) -> str:
     entry = hit.entry
-    parts = [plain(entry.get("contract_type")), plain(entry.get("target_clause")), f"類似度 {hit.score:.2f}"]
+    parts = [plain(entry.get("contract_type")), plain(entry.get("target_clause")), f"類似度 {hit.score:.2f}",
+             f"⚠️ {incomplete_label(entry).strip('（）')}" if incomplete_label(entry) else ""]
     return " · ".join(p for p in parts if p)
 
 

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from core.documents import MAX_UPLOAD_BYTES, content_sha256, extract_cached, too_large_message
+from core.knowledge.confirmation import missing_for_confirmation
 from core.knowledge.export import clean_entry, entries_csv, entries_json
 from core.knowledge.session import current_state, turns_jsonl
 from core.schema_versions import describe as schema_caption
@@ -196,6 +197,17 @@ def progress_panel(chat: list[dict[str, Any]], outputs: list[dict[str, Any]] | N
         st.success("必要な情報はそろっています")
 
 
+def incomplete_ack(entry: dict[str, Any], *, key: str) -> bool:
+    """For an entry without 対応方針 or 条文例: say what is missing and ask for an explicit tick before
+    the confirm button works (never a one-click confirmation of an incomplete entry). True when the
+    entry may be confirmed now."""
+    missing = missing_for_confirmation(entry)
+    if not missing:
+        return True
+    st.warning(f"{'・'.join(missing)}が未設定です。確定すると、この不足のままライブラリの確定済みナレッジになります。")
+    return st.checkbox(f"{'・'.join(missing)}が未設定のまま確定する", key=key)
+
+
 def draft_cards(outputs: list[dict[str, Any]], chat: list[dict[str, Any]], *,
                 on_confirm: Callable[[int], None]) -> None:
     """ナレッジ: one card per drafted entry (status, fields, its JSON, a confirm button for drafts),
@@ -214,8 +226,9 @@ def draft_cards(outputs: list[dict[str, Any]], chat: list[dict[str, Any]], *,
             st.download_button("この JSON をダウンロード", json.dumps(clean_entry(entry), ensure_ascii=False, indent=2),
                                file_name=f"knowledge_{i + 1}.json", mime="application/json", key=f"dl_entry_{i}")
             if entry.get("status") == "draft":
+                allowed = incomplete_ack(entry, key=f"confirm_incomplete_{entry['id']}")
                 st.button("✅ このナレッジを確定する", key=f"confirm_entry_{entry['id']}", type="primary",
-                          on_click=on_confirm, args=(entry["id"],),
+                          on_click=on_confirm, args=(entry["id"],), disabled=not allowed,
                           help="確定するとライブラリで確定済みになります。以後の会話では新しい下書きが作られます。")
     if outputs:
         col1, col2 = st.columns(2)

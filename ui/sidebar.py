@@ -25,7 +25,8 @@ def render_sidebar() -> None:
         names = registry.available()
         current = getattr(state.llm_client, "name", registry.active_name)
         choice = st.selectbox("使用するモデル", names, index=names.index(current) if current in names else 0,
-                              format_func=lambda n: PROVIDER_LABELS.get(n, n), key="provider_choice")
+                              format_func=lambda n: PROVIDER_LABELS.get(n, n), key="provider_choice",
+                              placeholder="選択してください")
         model = registry.model_of(choice)
         strategies = tuple(getattr(state.llm_client, "strategies", registry.settings.strategies))
         if choice in ONLINE:
@@ -34,7 +35,7 @@ def render_sidebar() -> None:
             model = st.text_input("モデル名 / デプロイ名", value=model, key="model_name" if choice == "openai" else f"model_name_{choice}")
             picked = st.multiselect("構造化出力の方式（この順にフォールバック）", list(ALL_STRATEGIES),
                                     default=list(strategies), format_func=lambda s: STRATEGY_LABELS[s],
-                                    placeholder="選択してください", key="strategy_chain")
+                                    placeholder="選択してください", key="strategy_chain", select_all=False)
             strategies = tuple(picked) or strategies
         changed = (choice != current or (choice in ONLINE and (model != getattr(state.llm_client, "model", model)
                    or strategies != tuple(getattr(state.llm_client, "strategies", ())))))

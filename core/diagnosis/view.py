@@ -152,7 +152,12 @@ def send(service: ChatService, transcript: MutableSequence[dict[str, Any]], requ
     if response.session_id != request.session_id or request.action == RESTART:
         transcript.clear()
     elif (label := request_label(request, prompt)) is not None:
-        transcript.append({"role": "user", "text": label, "turn": response.snapshot_turn})
+        entry = {"role": "user", "text": label, "turn": response.snapshot_turn}
+        if request.message is None and request.action:  # a button or the form: what the workbench replays
+            entry["action"] = request.action  # the form's values (name, phone, address) are never kept here
+            if not isinstance(request.action_value, dict):
+                entry["action_value"] = request.action_value
+        transcript.append(entry)
     transcript.append(assistant_entry(response))
     return response
 

@@ -6,13 +6,15 @@ first_citation (the first citation's id ends with it: 「s052」「kb:007」), n
 in the trace or the debug records, via ``core.text.pii.find_pii``), trace_nodes_include.
 Knowledge flow: phase, mode (a value or a list of allowed values), knowledge_fields (entry fields
 that must be non-empty), knowledge_contains / knowledge_not_contains (``{field: substring or list}``;
-field ``"*"`` means every field), confirmed (bool), turns_max (the first state, after any turn,
+field ``"*"`` means every field; compared after NFKC folding, so 「第8条(解除)」 matches 「第８条（解除）」),
+knowledge_typed (``{field: substring}`` compared exactly: the typography as typed), confirmed (bool), turns_max (the first state, after any turn,
 in which every other expectation holds was reached within this many user turns).
 Any other key is a failure ("unknown expectation"), so a typo cannot pass silently.
 """
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any, Callable
 
 from core.text.pii import find_pii
@@ -118,17 +120,27 @@ def _substrings(expected: Any, key: str) -> list[tuple[str, str]] | str:
     return pairs
 
 
-def _knowledge_contains(expected: Any, final: dict, log: list) -> str | None:
-    """Each substring appears in its field (``"*"``: in some field)."""
-    pairs = _substrings(expected, "knowledge_contains")
-    if isinstance(pairs, str):
-        return pairs
-    if not final.get("knowledge"):
-        return "knowledge_contains: no knowledge entry"
-    entry = _entry(final)
-    missing = [(f, w) for f, w in pairs if not any(w in v for v in _values(entry, f))]
-    return None if not missing else "knowledge_contains: " + "; ".join(
-        f"{f} lacks {w!r} ({' | '.join(_values(entry, f))[:120]!r})" for f, w in missing)
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
+
+
+def _contains(key: str, fold: bool) -> Callable[[Any, dict, list], str | None]:
+    def check(expected: Any, final: dict, log: list) -> str | None:
+        """Each substring appears in its field (``"*"``: in some field), folded or exactly."""
+        pairs = _substrings(expected, key)
+        if isinstance(pairs, str):
+            return pairs
+        if not final.get("knowledge"):
+            return f"{key}: no knowledge entry"
+        entry = _entry(final)
+        same = (lambda w, v: _fold(w) in _fold(v)) if fold else (lambda w, v: w in v)
+        missing = [(f, w) for f, w in pairs if not any(same(w, v) for v in _values(entry, f))]
+        return None if not missing else f"{key}: " + "; ".join(
+            f"{f} lacks {w!r} ({' | '.join(_values(entry, f))[:120]!r})" for f, w in missing)
+    return check
+
+
+_knowledge_contains = _contains("knowledge_contains", fold=True)
 
 
 def _knowledge_not_contains(expected: Any, final: dict, log: list) -> str | None:
@@ -168,6 +180,7 @@ CHECKS: dict[str, Callable[[Any, dict, list], str | None]] = {
     "mode": _one_of("mode"),
     "knowledge_fields": _knowledge_fields,
     "knowledge_contains": _knowledge_contains,
+    "knowledge_typed": _contains("knowledge_typed", fold=False),
     "knowledge_not_contains": _knowledge_not_contains,
     "confirmed": _confirmed,
     "turns_max": _turns_max,

@@ -96,10 +96,33 @@ def supports(hit: dict[str, Any], question: str, facet: Facet) -> bool:
     article = f"{title}\n{body}"
     if sum(1 for w in subject if w in article) < (len(subject) + 1) // 2:
         return False  # the article is about something else (車検の費用 for a tyre change's price)
+    if head in ACTION_NOUNS:  # 「ワイパーゴムの交換費用」: the price of *what* is changed, not any 交換
+        head = _object_of(question, head, subject) or head
+    asked = {w.lower() for w in quoting.tokens(_norm(question))} - facet.words - {head or ""}
+    short = facet.name == "duration" and _SHORT_ASKED.search(_norm(question))
     for sentence in [title] + _SENTENCE.findall(body):
-        if facet.evidence.search(sentence) and (head is None or head in quoting.tokens(sentence) or head in sentence):
+        if not facet.evidence.search(sentence) or (short and not _SHORT_STATED.search(sentence)):
+            continue  # 「何分で終わる？」 is not answered by 「6か月ごと」
+        if head is None or head in quoting.tokens(sentence) or head in sentence:
+            return True
+        # the article is about the head (its title names it) and this sentence states the fact of
+        # another word of the question (「スタッドレスへの履き替えは何分」: 「履き替えの作業時間は約30分」)
+        if head in title and asked & {w.lower() for w in quoting.tokens(sentence)}:
             return True
     return False
+
+
+_SHORT_ASKED = re.compile(r"何分|何時間|所要時間|時間(は|が)?(どの|どれ)")
+_SHORT_STATED = re.compile(r"[0-9０-９]+ ?(分|時間)|数(分|時間)|半日|即日|当日")
+ACTION_NOUNS = frozenset({"交換", "修理", "作業", "取り付け", "取付", "整備", "修正", "脱着"})
+
+
+def _object_of(question: str, action: str, subject: set[str]) -> str | None:
+    """The noun just before an action noun (「ワイパーゴムの交換」 → ワイパーゴム)."""
+    text = _norm(question)
+    at = text.find(action)
+    before = [w for w in get_tokenizer()(text[:max(at, 0)]) if w in subject and w != action]
+    return before[-1] if before else None
 
 
 def answerable(hits: Sequence[dict[str, Any]], question: str) -> tuple[list[dict[str, Any]], Facet | None]:
@@ -122,6 +145,39 @@ _CONTENT = re.compile(r"[ァ-ヶー一-龥]{2,}|[A-Za-z]{2,}")
 _LEADING = re.compile(r"^(?:あと|それと|それから|また|ついでに|あわせて|もう一つ|もうひとつ)[、,は]?\s*")
 
 
+# 「AとBの目安はそれぞれ…」: one request over two subjects; 「Xの目安とYの交換時期を…」: two "の" phrases.
+_EACH = re.compile(r"それぞれ|両方|どちらも|各々")
+_EACH_PAIR = re.compile(r"^([^、,と]{2,30}?)と([^、,と]{2,30}?)の(.{2,200})$")
+_NO_PAIR = re.compile(r"^([^、,と]{1,30}の[^、,と]{1,20}?)と([^、,と]{1,30}の.{2,200})$")
+# Words that ask about a subject without naming one (「費用はかかる？」「かかる時間を知りたい」): a part made
+# only of these takes the subject of the part before it.
+_GENERIC = frozenset({"時間", "目安", "時期", "期間", "必要", "場合", "方法", "手続", "手続き", "書類", "予約", "対応",
+                      "可能", "大丈夫", "本当", "全部", "合計", "教え", "知りたい"})
+
+
+def _pair(clause: str) -> list[str]:
+    """A clause that asks one thing of two subjects, as two questions; else the clause."""
+    each = _EACH_PAIR.match(clause) if _EACH.search(clause) else None
+    if each:
+        rest = _EACH.sub("", each.group(3)).replace("はは", "は")
+        return [f"{each.group(1)}の{rest}", f"{each.group(2)}の{rest}"]
+    both = _NO_PAIR.match(clause)
+    if both:
+        return [both.group(1), both.group(2)]
+    return [clause]
+
+
+def _has_subject(part: str) -> bool:
+    return any(w not in _GENERIC and not any(f.question.fullmatch(w) or w in f.words for f in FACETS)
+               for w in _CONTENT.findall(part))
+
+
+def _subject_of(part: str) -> str:
+    """The first content word of a part that names one (「ロードサービスは24時間…」 → ロードサービス)."""
+    return next((w for w in _CONTENT.findall(part) if w not in _GENERIC
+                 and not any(f.question.fullmatch(w) or w in f.words for f in FACETS)), "")
+
+
 _QUESTION_CUE = re.compile(r"[？?]|か[。.\s]*$|かな|かね|教えて|知りた|どう|どこ|どれ|どの|いつ|いくら|何|なに|なぜ|"
                            r"できる|できます|られる|れる[？?]?$|ある[？?]?$|ない[？?]?$|たい|ほしい|欲しい|ください|下さい|の[？?]?$")
 
@@ -133,10 +189,12 @@ def split_questions(text: str | None) -> list[str]:
     stays with its neighbour as context."""
     norm = _norm(text).strip()
     pieces: list[tuple[str, bool]] = []  # (text, asks something)
-    for sentence in (_LEADING.sub("", p.strip()) for p in _QUESTION_END.split(norm) if p.strip()):
+    for raw in (p.strip() for p in _QUESTION_END.split(norm) if p.strip()):
+        sentence = _LEADING.sub("", raw)
+        follow_on = sentence != raw and bool(pieces)  # 「…？ついでにタイヤの空気圧も」: a new question
         for clause in (_LEADING.sub("", q.strip()) for q in _CONNECTOR.split(sentence) if q.strip()):
-            group = [g.strip(" 、,") for g in _AND_COMMA.split(clause) if g.strip(" 、,")]
-            asks = bool(_QUESTION_CUE.search(clause)) or any(f.question.search(clause) for f in FACETS)
+            group = [p.strip(" 、,") for g in _AND_COMMA.split(clause) if g.strip(" 、,") for p in _pair(g.strip(" 、,"))]
+            asks = follow_on or bool(_QUESTION_CUE.search(clause)) or any(f.question.search(clause) for f in FACETS)
             pieces += [(g, asks) for g in group]
     if not any(asks for _, asks in pieces):  # a rewritten query (「…を教えてください」 dropped): all ask
         pieces = [(piece, True) for piece, _ in pieces]
@@ -158,4 +216,8 @@ def split_questions(text: str | None) -> list[str]:
         parts = parts[:-1] + [f"{parts[-1]} {pending}"] if parts else [pending]
     if len(parts) > MAX_PARTS:
         parts = parts[:MAX_PARTS - 1] + [" ".join(parts[MAX_PARTS - 1:])]
+    for i in range(1, len(parts)):  # 「ロードサービスは24時間使える？費用はかかる？」: the second asks of the first's subject
+        subject = _subject_of(parts[i - 1])
+        if subject and not _has_subject(parts[i]):
+            parts[i] = f"{subject}の{parts[i]}"
     return parts if len(parts) > 1 else [norm]

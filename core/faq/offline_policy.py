@@ -13,6 +13,7 @@ They read the facts from ``request.context`` (PII already masked by the flow).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from core.faq import answerability
@@ -93,9 +94,18 @@ def _answer_each(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"message": "\n\n".join(blocks), "citations": cited}
 
 
+_WHEN_ASKED = re.compile(r"いつ|時期|目安|何キロ|何km|何年|何か月|何ヶ月|どのくらい|どれくらい|どれぐらい|どのぐらい|頻度|ごと")
+_WHEN_STATED = re.compile(r"[0-9０-９][0-9０-９,，.]*\s*(km|キロ|か月|カ月|ヶ月|年|万km)|ごと|毎年")
+
+
 def _with_fact(body: str, text: str, question: str) -> str:
     """``body`` plus the article's sentence stating the fact asked for (a price, a duration:
-    :mod:`core.faq.answerability`) when the quoted sentences leave it out."""
+    :mod:`core.faq.answerability`; an interval or a time for 「いつ」「目安」) when the quoted sentences
+    leave it out."""
+    if _WHEN_ASKED.search(question[:1000]) and not _WHEN_STATED.search(body):
+        stated = next((u.text for u in quoting.units(text) if _WHEN_STATED.search(u.text)), "")
+        if stated:
+            return f"{stated}\n{body}" if body else stated
     for facet in answerability.asked_facets(question):
         head = answerability.head_word(question, facet)
         for unit in quoting.units(text):

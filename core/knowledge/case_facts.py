@@ -65,7 +65,8 @@ FIELD_LABELS = {
 }
 _CLAUSE_REF = re.compile(r"第\s*([0-9一二三四五六七八九十百]+)\s*条(?:\s*第?\s*([0-9一二三四五六七八九十]+)\s*項)?")
 _CLAUSE_HEADING = re.compile(r"第\s*([0-9一二三四五六七八九十百]+)\s*条\s*[（(]([^）)]{1,20})[）)]")
-_QUOTED = re.compile(r"「([^」]{12,})」")
+MIN_QUOTED_CHARS = 12  # a shorter quote is a word (「既存著作物」), not a clause
+_OPENERS = {"「": "」", "『": "』"}
 _SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
 # A labelled line: optional bullet, the label (optionally in 【】), then ":" (full-width colons are
 # NFKC-folded before this runs) or は「 / を「 (「タイトルを「…」に」). Lines are capped, the pattern
@@ -73,7 +74,7 @@ _SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
 _ALL_LABELS = sorted({label for labels in FIELD_LABELS.values() for label in labels}, key=len, reverse=True)
 _LABELS_RE = "|".join(_ALL_LABELS)
 _LABEL_LINE = re.compile(r"^[ \t・\-*■●◆□>]{0,6}(?:【(" + _LABELS_RE + r")】[ \t]*[:：]?|(" + _LABELS_RE
-                         + r")[ \t]*(?:[:：]|(?:は|を)(?=「)))[ \t　]*(.*)$")
+                         + r")[ \t]*(?:[:：]|(?:は|を)(?=[「『])))[ \t　]*(.*)$")
 MAX_LINE_CHARS = 2000
 # Sentences about the interview itself ("事例を登録したい") are not facts about the case.
 META_WORDS = ("登録", "ナレッジ", "作成して", "お願いします", "手伝", "相談したい", "教えて", "事例です", "についてです", "添付を")
@@ -111,6 +112,27 @@ class Facts:
     asked: dict[str, int] = field(default_factory=dict)  # key -> how many earlier turns asked it
     declined: set[str] = field(default_factory=set)  # keys the user said they cannot give (「わからない」)
     adopted: dict[str, str] = field(default_factory=dict)  # house proposal taken: field -> text
+    typed: dict[str, str] = field(default_factory=dict)  # folded char -> the full-width form the user typed
+
+
+STRUCTURE_CHARS = frozenset(": ")  # the label colon and spaces belong to our own layout, not a value
+
+
+def typed_forms(texts: list[str]) -> dict[str, str]:
+    """{「(」: 「（」, …}: the characters the user typed in a form that NFKC folds (（）／３ＮＤＡ) and
+    never typed folded; a character typed both ways is left out (nothing to restore)."""
+    seen: dict[str, set[str]] = {}
+    for text in texts:
+        for ch in text[:20000]:
+            folded = unicodedata.normalize("NFKC", ch)
+            if len(folded) == 1 and folded not in STRUCTURE_CHARS:
+                seen.setdefault(folded, set()).add(ch)
+    return {folded: next(iter(forms)) for folded, forms in seen.items() if len(forms) == 1 and folded not in forms}
+
+
+def as_typed(text: str, typed: dict[str, str]) -> str:
+    """``text`` (read from NFKC-folded input) with the user's own typography back (「第８条（損害賠償）」)."""
+    return "".join(typed.get(ch, ch) for ch in text) if typed and text else text
 
 
 def nfkc(text: str) -> str:
@@ -160,6 +182,16 @@ def _topic(text: str) -> str:
     return ""
 
 
+def topic_of(text: str) -> str:
+    """The clause topic ``text`` is about (:data:`TOPICS`), or ""."""
+    return _topic(nfkc(text))
+
+
+def contract_type_of(text: str) -> str:
+    """The contract type ``text`` names (an alias counts: 「ＮＤＡ」 is 秘密保持契約), or ""."""
+    return _contract_type(nfkc(text)) if text else ""
+
+
 def _clauses(attachment_text: str) -> dict[str, str]:
     """Clause headings with their bodies from an attachment: {"第8条(損害賠償)": "body..."}."""
     found: dict[str, str] = {}
@@ -177,6 +209,27 @@ def _data_only(text: str) -> str:
     return "".join(kept).strip()
 
 
+def outer_quotes(text: str, min_chars: int = MIN_QUOTED_CHARS) -> list[str]:
+    """The outermost quotations of ``text``, 「…」 or 『…』, with what they nest kept whole
+    (「…（以下「既存著作物」という。）の著作権は…」). An unclosed quotation runs to the end of the
+    text. One pass, no regular expression: linear in the text."""
+    found: list[str] = []
+    stack: list[str] = []
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in _OPENERS:
+            if not stack:
+                start = i + 1
+            stack.append(_OPENERS[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+            if not stack and len(text[start:i].strip()) >= min_chars:
+                found.append(text[start:i].strip())
+    if stack and len(text[start:].strip()) >= min_chars:
+        found.append(text[start:].strip())
+    return found
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip(" 、") for s in _SENTENCE.findall(text) if len(s.strip()) >= 6]
 
@@ -189,9 +242,9 @@ def _labelled_value(first: str, following: list[str]) -> tuple[str, int]:
     """The value of a labelled line and how many following lines it took (a bullet list under an
     empty label: 「審査ポイント:」 then 「・…」 lines)."""
     first = first.strip()
-    if first.startswith("「"):
-        inner, closed, _ = first[1:].partition("」")
-        return (inner.strip() if closed else first[1:].strip()), 0
+    if first[:1] in _OPENERS:
+        quoted = outer_quotes(first, min_chars=1)
+        return (quoted[0] if quoted else first[1:].strip()), 0
     if first:
         return first.rstrip("。").strip(), 0
     taken: list[str] = []
@@ -293,7 +346,10 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
     instructions: list[tuple[str, str]] = []  # (instruction, our message just before it)
     last_turn: dict[str, Any] | None = None
     before_reply: tuple[dict[str, Any] | None, dict[str, int]] = (None, {})
+    typed_texts: list[str] = []
     for msg in messages[2:]:  # skip system prompt and few-shot turn
+        if msg.get("role") == "user":
+            typed_texts.append(_split_payload(str(msg.get("content") or ""))[0])
         content = nfkc(str(msg.get("content") or ""))
         if msg.get("role") == "assistant":
             before_reply = (last_turn, dict(facts.asked))
@@ -317,9 +373,12 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
             facts.contract_type = facts.contract_type or _contract_type(attachments[:300])
         if instruction:
             instructions.append((instruction, assistant_message_of(last_turn)))
+    facts.typed = typed_forms(typed_texts)
     for n, (text, before) in enumerate(instructions):
         labelled, text = split_labelled(text)
         facts.explicit.update(labelled)
+        if facts.target_clause:  # 「なお第10条は問題ありません」: an aside about another article
+            text = _without_asides(text, facts.target_clause)
         facts.contract_type = _contract_type(text) or facts.contract_type
         headed = _CLAUSE_HEADING.search(text)
         ref = _CLAUSE_REF.search(text)
@@ -331,7 +390,7 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
             facts.topic = _topic(facts.target_clause) or _topic(text) or facts.topic
         facts.topic = facts.topic or _topic(text)
         _read_sentences(text, facts, latest=n == len(instructions) - 1)
-        quoted = _QUOTED.findall(text)
+        quoted = outer_quotes(text)
         if quoted:
             facts.clause_sample = quoted[-1]
         if text.strip("。 ") in WAIVE_WORDS or any(w in text for w in ("おまかせ", "お任せ")):
@@ -347,6 +406,28 @@ def collect_facts(messages: list[dict[str, Any]]) -> tuple[Facts, list[str], dic
     if not facts.topic and facts.target_clause:
         facts.topic = _topic(facts.target_clause)
     return facts, [text for text, _ in instructions], last_turn
+
+
+# A sentence that sets another article aside (「なお第10条は問題ありません」「第3条は対象外です」): it names no
+# new target and states no risk of this entry.
+DISMISS_WORDS = ("問題ありません", "問題はありません", "問題ない", "問題はない", "問題なし", "大丈夫", "関係ありません",
+                 "関係ない", "対象外", "気にしなくて", "了承済み", "合意済み", "触れなくて", "不要です", "このままで")
+ASIDE_OPENERS = ("なお", "ちなみに", "ほかに", "他に", "別件", "ついでに")
+
+
+def _without_asides(text: str, target: str) -> str:
+    """``text`` without the sentences about another article than ``target`` that set it aside or open
+    as an aside (「なお」「ちなみに」): the entry keeps its article and its review points."""
+    current = _CLAUSE_REF.search(target)
+    kept = []
+    for sentence in _SENTENCE.findall(text):
+        ref = _CLAUSE_REF.search(sentence)
+        other = ref is not None and (current is None or ref.group(1) != current.group(1))
+        if other and (any(w in sentence for w in DISMISS_WORDS)
+                      or sentence.lstrip(" 、").startswith(ASIDE_OPENERS)):
+            continue
+        kept.append(sentence)
+    return "".join(kept)
 
 
 def facts_from_texts(texts: list[str]) -> Facts:

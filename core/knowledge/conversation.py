@@ -20,10 +20,14 @@ from typing import Any, MutableSequence, Sequence
 from core.engine import client_deadline
 from core.knowledge.confirmation import (
     CONFIRMED_NOTE,
+    INCOMPLETE_NOTE,
     NOT_CONFIRMED_NOTE,
     NOTHING_TO_CONFIRM,
+    REQUIRED_FOR_CONFIRMATION,
+    accepts_incomplete,
     claims_confirmation,
     is_typed_confirmation,
+    missing_for_confirmation,
 )
 from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex, knowledge_index
 from core.knowledge.session import TurnOutcome, resend, submit_turn
@@ -135,8 +139,12 @@ class KnowledgeConversations:
         if is_typed_confirmation(outcome.user_entry.get("user_text")) and \
                 (turn.get("control") or {}).get("mode") == "finalize":
             drafts = [e for e in outputs if e.get("status") == "draft"]
+            lacking = sorted({label for e in drafts for label in missing_for_confirmation(e)},
+                             key=list(REQUIRED_FOR_CONFIRMATION.values()).index)
             if not drafts:
                 note = NOTHING_TO_CONFIRM
+            elif lacking and not accepts_incomplete(outcome.user_entry.get("user_text")):
+                note = INCOMPLETE_NOTE.format(missing="・".join(lacking))  # say what is missing, confirm nothing
             else:
                 try:
                     for entry in drafts:

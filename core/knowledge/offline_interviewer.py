@@ -24,13 +24,14 @@ from core.knowledge.case_facts import (
     TOPICS,
     WAIVE_WORDS,
     Facts,
+    as_typed,
     assistant_message_of,
     collect_facts,
     current_clause_text,
     labelled_fields,
     nfkc,
 )
-from core.knowledge.confirmation import is_typed_confirmation
+from core.knowledge.confirmation import accepts_incomplete, is_typed_confirmation, missing_for_confirmation
 from core.knowledge.house_style import parse_examples
 from core.knowledge.review_language import concise_title, is_wrap_up
 from core.llm.base import LLMRequest
@@ -211,20 +212,27 @@ def missing_items(facts: Facts) -> list[str]:
 
 
 def draft_entry(facts: Facts) -> dict[str, str]:
+    """The entry, each field in the user's own typography (（）／３ read folded, written back as typed)."""
     keys = ("contract_type", "knowledge_title", "target_clause", "review_points", "action_plan", "clause_sample")
-    return {k: _value(facts, k) for k in keys}
+    return {k: as_typed(_value(facts, k), facts.typed) for k in keys}
 
 
 def _known_summary(facts: Facts) -> str:
+    entry = draft_entry(facts)
     known = []
-    if _value(facts, "contract_type"):
-        known.append(f"契約類型: {_value(facts, 'contract_type')}")
-    if _value(facts, "target_clause"):
-        known.append(f"対象条項: {_value(facts, 'target_clause')}")
-    plan = _value(facts, "action_plan").replace("\n", " ").lstrip("・").strip()
+    if entry["contract_type"]:
+        known.append(f"契約類型: {entry['contract_type']}")
+    if entry["target_clause"]:
+        known.append(f"対象条項: {entry['target_clause']}")
+    plan = entry["action_plan"].replace("\n", " ").lstrip("・").strip()
     if plan:
-        known.append(f"対応方針: 「{plan[:60]}{'…' if len(plan) > 60 else ''}」")
+        known.append(f"対応方針: 「{clip(plan, 60)}」")
     return "、".join(known)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with 「…」 when something was cut (never mid-word silently)."""
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
 def _question(key: str, facts: Facts) -> str:
@@ -276,12 +284,12 @@ def _question_note(facts: Facts, examples: list[dict[str, Any]]) -> str:
     if not facts.questions:
         return ""
     asked = facts.questions[-1].rstrip("?？")
-    note = f"ご質問（「{asked[:60]}」）は、方針としては登録していません。"
+    note = f"ご質問（「{clip(asked, 60)}」）は、方針としては登録していません。"
     example = examples[0] if examples else None
     if example and str(example.get("action_plan") or "").strip():
         plan = str(example["action_plan"]).replace("\n", " ").lstrip("・").strip()
         note += (f"{PROPOSAL_MARK} No.{example.get('entry_id')}「{example.get('knowledge_title')}」では、"
-                 f"対応方針を「{plan[:120]}」としています。")
+                 f"対応方針を「{clip(plan, 120)}」としています。")
     return note + "方針として登録する場合は「対応方針: …」のように送ってください。"
 
 
@@ -323,6 +331,11 @@ def respond(request: LLMRequest) -> dict[str, Any]:
         entry = draft_entry(facts)
         # what the console confirms in the library (core.knowledge.confirmation), no field edit, no open question
         confirmed = is_typed_confirmation(latest) and not labelled_fields(latest) and not facts.questions
+        lacking = missing_for_confirmation(entry)
+        if confirmed and lacking and not accepts_incomplete(latest):  # the console confirms nothing: say why
+            return turn("finalize", "review_knowledge", _draft_message(
+                entry, f"確定の前に確認させてください。この草案は{'・'.join(lacking)}が未設定です。", ""),
+                entry, missing_labels)
         if confirmed:
             return turn("finalize", "review_knowledge", _draft_message(
                 entry, "確定のご指示を受け付けました。この内容がナレッジの最終版です。",
@@ -363,7 +376,7 @@ def respond(request: LLMRequest) -> dict[str, Any]:
             intro += f"添付ファイル（{'、'.join(dict.fromkeys(facts.attachment_names))}）を読み込みました。"
         current = current_clause_text(facts)
         if current and "target_clause" not in missing and len(instructions) <= 3:
-            intro += f"\n\n添付の現行条文（{facts.target_clause}）: {current[:160]}"
+            intro += f"\n\n添付の現行条文（{facts.target_clause}）: {clip(current, 160)}"
         short_reply = len(latest) < 6 and not any(w in latest for w in WAIVE_WORDS) and not wrap_up
         mode = "clarify" if short_reply or question_note else "interview"
         if short_reply:

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import unicodedata
 import weakref
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import yaml
 from sqlalchemy import select
 
+from core.paths import DATA_DIR
 from core.rag.bm25 import BM25Index, Vocabulary
 from core.rag.cache import CachingEmbedder, TokenCache
 from core.rag.embeddings import get_default_embedder
@@ -40,6 +44,25 @@ MAX_QUERY_CHARS = 1000
 # Below this score nothing "fits" (「該当するナレッジはありません」). Measured with
 # ``python -m bench.knowledge_recall`` (bench/data/knowledge_queries.yaml): see docs/benchmarks.md.
 MIN_SCORE = KEEP_THRESHOLD
+
+
+VOCABULARY_PATH = DATA_DIR / "knowledge" / "vocabulary.yaml"
+
+
+@lru_cache(maxsize=1)
+def vocabulary() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(a reviewer's word, the review terms it stands for): ``data/knowledge/vocabulary.yaml``."""
+    data = yaml.safe_load(VOCABULARY_PATH.read_text(encoding="utf-8")) or {}
+    return tuple((unicodedata.normalize("NFKC", str(word)), tuple(str(t) for t in terms or ()))
+                 for word, terms in (data.get("terms") or {}).items())
+
+
+def expand_query(query: str) -> str:
+    """``query`` NFKC-folded (「ＮＤＡ」 is 「NDA」), plus the review terms of the words it uses
+    (「外注」 → 再委託, 「壁紙」 → 原状回復) that it does not already say."""
+    text = unicodedata.normalize("NFKC", query)
+    extra = [t for word, terms in vocabulary() if word in text for t in terms if t not in text]
+    return text + ("\n" + " ".join(dict.fromkeys(extra)) if extra else "")
 
 
 def entry_text(entry: Mapping[str, Any]) -> str:
@@ -154,6 +177,7 @@ class KnowledgeIndex:
         query = (query or "").strip()[:MAX_QUERY_CHARS]
         if not query or n <= 0:
             return []
+        query = expand_query(query)
         self.sync()
         with self._lock:
             if not self._order or self._matrix is None:

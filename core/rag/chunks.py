@@ -3,8 +3,11 @@
 * Manual (``data/manuals/<vehicle_id>.json``): one chunk per section; a section longer than
   ``MAX_CHARS`` is split at sentence ends into parts of at most ``MAX_CHARS`` that overlap by
   about ``OVERLAP_CHARS``, each keeping the section's metadata (chunk ids ``<section_id>#<n>``).
-* PDF (text from :func:`core.documents.extract_document`, in memory): each page's paragraphs
-  are grouped into chunks of at most ``MAX_CHARS``; ``content_type`` is inferred
+* PDF (text from :func:`core.documents.extract_document`, in memory): when the document has headed
+  sections (at least ``MIN_HEADINGS`` headings such as 「1. ブレーキ警告灯」「■ タイヤの交換」「【給油】」
+  「第2章 …」), one chunk per section, named by its heading, on the page where it starts (a section
+  longer than ``MAX_CHARS`` is split as a manual section is); otherwise each page's paragraphs are
+  grouped into chunks of at most ``MAX_CHARS``; ``content_type`` is inferred
   (危険 → danger, 警告 → warning, 手順 or numbered steps → procedure, 仕様/諸元 → specification,
   else general) and ``has_warning`` is set when ⚠, 警告, 注意 or 危険 appears.
 """
@@ -19,7 +22,13 @@ from core.rag.records import Chunk
 
 MAX_CHARS = 800
 OVERLAP_CHARS = 150
-CHUNKER_VERSION = "2"  # bump when chunking changes so persisted indexes are rebuilt
+CHUNKER_VERSION = "3"  # bump when chunking changes so persisted indexes are rebuilt
+MIN_HEADINGS = 2
+HEADING_MAX_CHARS = 40
+# A heading paragraph: short, no sentence end, opened by a section marker (numbered, bracketed, a
+# square or a chapter number). Runs on one short paragraph at a time.
+_HEADING_MARK = re.compile(r"^(?:第[0-9一二三四五六七八九十]+[章節]|[0-9]+(?:\.[0-9]+)*[\.)]?\s|[0-9]+(?:\.[0-9]+)+\s?|"
+                           r"【[^】]{1,30}】$|[■□◆◇●▼▶]\s?)")
 
 _SENTENCE = re.compile(r"[^。！？!?\n]*(?:[。！？!?]+|\n|$)")
 _STEP = re.compile(r"(^|\n)\s*(?:[0-9０-９]+[\.．、)）]|[（(][0-9０-９]+[）)]|[①-⑳]|STEP\s*\d|ステップ\s*\d)")
@@ -127,12 +136,49 @@ def _group(paragraphs: Iterable[str], max_chars: int = MAX_CHARS) -> list[str]:
     return groups
 
 
+def is_heading(paragraph: str) -> bool:
+    """A section heading: short, no sentence end, opened by a section marker."""
+    text = paragraph.strip()
+    return 2 <= len(text) <= HEADING_MAX_CHARS and not re.search(r"[。！？!?]$", text) \
+        and bool(_HEADING_MARK.match(text)) and len(_HEADING_MARK.sub("", text, count=1).strip()) >= 2
+
+
+def _sections(pages: list[list[str]], numbered: bool) -> list[tuple[str, int, list[str]]]:
+    """(heading, page, paragraphs) of each headed section; [] when the document has too few headings.
+    Text before the first heading is a section of its own, named by its first line."""
+    flat = [(unicodedata.normalize("NFKC", p).strip(), (i + 1) if numbered else 0)
+            for i, paras in enumerate(pages) for p in paras if p and p.strip()]
+    if sum(is_heading(p) for p, _ in flat) < MIN_HEADINGS:
+        return []
+    sections: list[tuple[str, int, list[str]]] = []
+    for text, page in flat:
+        if is_heading(text) or not sections:
+            sections.append((text if is_heading(text) else "", page, [text]))
+        else:
+            sections[-1][2].append(text)
+    return sections
+
+
 def document_chunks(vehicle_id: str, name: str, pages: list[list[str]]) -> list[Chunk]:
     """Chunks of an uploaded document: ``pages`` is one paragraph list per page (a document
-    without pages is passed as a single page and gets page 0)."""
+    without pages is passed as a single page and gets page 0). A document with headed sections
+    gets one chunk per section (module docstring)."""
     doc_key = hashlib.sha1(name.encode("utf-8")).hexdigest()[:8]
     numbered = len(pages) > 1 or bool(pages and pages[0] and len(pages) == 1 and name.lower().endswith(".pdf"))
     chunks: list[Chunk] = []
+    sections = _sections(pages, numbered)
+    for index, (heading, page, paragraphs) in enumerate(sections, 1):
+        body = "\n".join(paragraphs)
+        section_id = f"{vehicle_id}:pdf-{doc_key}-s{index:03d}"
+        parts = split_text(body) if len(body) > MAX_CHARS else [body]
+        for n, text in enumerate(parts):
+            chunks.append(Chunk(
+                chunk_id=f"{section_id}#{n}", section_id=section_id, vehicle_id=vehicle_id,
+                section=(heading or _heading(text, f"{name} p.{page}"))[:40], chapter=name, page=page,
+                content_type=infer_content_type(body), has_warning=infer_has_warning(body),
+                text=text, keywords="", source=f"pdf:{name}", part=n))
+    if sections:
+        return chunks
     for index, paragraphs in enumerate(pages):
         page = index + 1 if numbered else 0
         for n, text in enumerate(_group(unicodedata.normalize("NFKC", p) for p in paragraphs)):

@@ -21,6 +21,12 @@ from core.workbench.prompt_files import atomic_write
 SCENARIO_MESSAGE_CHARS = 4000
 
 
+# A booking form replayed in a promoted scenario: valid, obviously made-up values (the customer's own
+# name, phone and address are never written to a scenario file).
+SCENARIO_BOOKING = {"name": "テスト 太郎", "phone": "090-1234-5678", "address": "東京都テスト区1-2-3",
+                    "preferred_datetime": "2099年6月10日 10:00"}
+
+
 def _message(text: Any) -> str:
     return mask_pii(str(text or "")[:SCENARIO_MESSAGE_CHARS]).strip()
 
@@ -69,7 +75,15 @@ def conversation_turns(store: Any, conversation_id: str) -> tuple[dict[str, Any]
         for row in rows:
             if row["role"] == "assistant":
                 previous_step = row.get("step")
-            elif (row.get("user_input") or "").strip() and previous_step not in ("vehicle_id", "photo_confirm"):
+                continue
+            if previous_step in ("vehicle_id", "photo_confirm"):
+                continue  # the scenario runner selects the vehicle and confirms the photo itself
+            action = (row.get("entry") or {}).get("action")
+            if action == "submit_booking":  # the form: placeholder values, never the customer's own
+                turns.append({"action": action, "value": dict(SCENARIO_BOOKING)})
+            elif action:
+                turns.append({"action": action, "value": (row.get("entry") or {}).get("action_value")})
+            elif (row.get("user_input") or "").strip():
                 turns.append({"message": _message(row["user_input"])})
         state = conversation.get("state") or {}
         session = state.get("session") or {}

@@ -26,7 +26,7 @@ def test_offline_turn_advances_the_phase(app):
     assert len(app.session_state.debug_logs) == 1
     app.chat_input[0].set_value("委託料総額を上限とするよう修正を求めるべきです。「賠償額は委託料総額を上限とする。」").run()
     assert app.session_state.chat[-1]["turn"]["state"]["phase"] == "draft_knowledge"
-    assert app.session_state.knowledge_outputs[0]["target_clause"] == "第8条(損害賠償)"
+    assert app.session_state.knowledge_outputs[0]["target_clause"] == "第8条（損害賠償）"  # as typed (issue #24)
     labels = [b.label for b in app.get("download_button")]
     assert {"全件 CSV", "全件 JSON", "この JSON をダウンロード"} <= set(labels)
 

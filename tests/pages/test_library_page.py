@@ -80,6 +80,9 @@ def test_confirming_keeps_the_confirmed_entry_open(clock):
     ids = seed(3)
     at = click_row(library(), 1)
     assert shown_entry(at) == ids[1]
+    # the seeded drafts have no 対応方針 / 条文例: the button waits for an explicit tick (issue #24)
+    assert at.button(key="lib_confirm").disabled and any("対応方針・条文例が未設定" in w.value for w in at.warning)
+    at.checkbox(key=f"lib_confirm_incomplete_{ids[1]}").check().run()
     at.button(key="lib_confirm").click().run()
     assert get_store().get_entry(ids[1])["status"] == "confirmed"
     assert shown_entry(at) == ids[1] and list(at.dataframe[0].value["No."])[0] == ids[1]

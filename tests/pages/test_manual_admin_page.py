@@ -255,3 +255,13 @@ def test_index_reset_elsewhere_shows_a_notice_then_recovers(admin, index):
     index.sync_manuals(DATA_DIR / "manuals")
     admin.run()
     assert not admin.exception and list(table(admin)["車両ID"]) == ["kaiwa-mirai-hv-2022", TREK]
+
+
+def test_the_uploader_texts_are_japanese(admin):
+    """Streamlit cannot localise the uploader's own texts (「Upload」「200MB per file」): the page shows
+    Japanese ones in their place (ui.uploader_text) and no English of ours."""
+    from ui.uploader_text import BUTTON_TEXT, limit_text
+
+    styles = [h.proto.body for h in admin.get("html")]
+    assert any(BUTTON_TEXT in s and "MB まで・PDF" in s for s in styles)
+    assert limit_text(25, "PDF") == "1 ファイル 25MB まで・PDF"

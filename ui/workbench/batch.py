@@ -32,6 +32,20 @@ def _summary(batch: pd.DataFrame) -> None:
     safe.table(batch.rename(columns=BATCH_LABELS), hide_index=True, width="stretch")
 
 
+BATCH_KEYS = ("wb_batch_task", "wb_batch_n", "wb_batch_strategies")
+
+
+def follow_filter(query: DebugQuery) -> None:
+    """When the filters change, the batch's task, count and strategies start again from them (a widget
+    keeps its own value otherwise, and would replay a task the filter no longer shows)."""
+    state = st.session_state
+    mark = (query.tasks, query.methods, query.flows, query.conversation, query.outcomes, query.steps)
+    if state.get("wb_batch_filter") != mark:
+        state.wb_batch_filter = mark
+        for key in BATCH_KEYS:
+            state.pop(key, None)
+
+
 def batch_tab(query: DebugQuery, task_options: list[str]) -> None:
     """A change replayed over the newest records of one task among those the filters match (read from the
     store only when the batch runs)."""
@@ -39,7 +53,9 @@ def batch_tab(query: DebugQuery, task_options: list[str]) -> None:
     if not task_options:
         st.info("絞り込みに一致する記録がありません。")
         return
-    task = st.selectbox("タスク", task_options, key="wb_batch_task")
+    follow_filter(query)
+    options = [t for t in query.tasks if t in task_options] or task_options  # the filter's tasks, when it names some
+    task = st.selectbox("タスク", options, key="wb_batch_task")
     same = replace(query, tasks=(task,))
     found = cache.debug_count(same) if not query.tasks or task in query.tasks else 0
     n = st.number_input("件数（新しい順）", 1, min(wb.MAX_BATCH, max(1, found)), min(10, max(1, found)),
@@ -56,7 +72,8 @@ def batch_tab(query: DebugQuery, task_options: list[str]) -> None:
     temperature = c1.number_input("温度（空欄なら記録のまま）", 0.0, 2.0, value=None, step=0.1, key="wb_batch_temperature")
     model = c2.text_input("モデル（空欄ならプロバイダーの既定）", key="wb_batch_model", max_chars=200)
     chain = c3.multiselect("方式", list(ALL_STRATEGIES), format_func=lambda s: STRATEGY_LABELS[s],
-                           placeholder="選択してください", key="wb_batch_strategies")
+                           default=[m for m in query.methods if m in ALL_STRATEGIES],
+                           placeholder="記録のまま", key="wb_batch_strategies", select_all=False)
     if st.button("▶️ 一括再実行", key="wb_batch_run", type="primary", disabled=not found):
         change = {"system_prompt": batch_system or None, "temperature": temperature, "model": model or None,
                   "strategies": chain, "replace_text": [(old_text, new_text)] if old_text else []}

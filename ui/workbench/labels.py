@@ -27,3 +27,13 @@ def record_label(record: Mapping[str, Any]) -> str:
     mark = "✅" if record.get("outcome") == "ok" else "❌"
     return (f"{mark} #{record['id']} {jst(record.get('time'))} · {record.get('flow') or '—'}/{record.get('step') or '—'} · "
             f"{wb.record_task(record)} · {method_label(wb.record_method(record))} · {record.get('outcome')}")
+
+
+def owner_label(owner: Any) -> str:
+    """A record's operator as people read it: 「anonymous:匿名」 → 「匿名」, 「proxy:yamada」 → 「yamada」
+    (the source prefix is internal)."""
+    text = str(owner or "").strip()
+    if not text:
+        return "—"
+    source, sep, name = text.partition(":")
+    return (name or "匿名") if sep and source.isascii() and source.isalpha() else text

@@ -60,8 +60,15 @@ def _scenario_actions(scenario: dict[str, Any], cid: str, file_name: str) -> Non
 
 
 def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
-    cid = st.text_input("会話 ID", value=conversation or picked.get("session_id") or "", key="wb_promote_id",
-                        max_chars=80).strip()
+    """``conversation``: the conversation the filters select (it wins); else the opened record's."""
+    state = st.session_state
+    source = conversation or picked.get("session_id") or ""
+    if state.get("wb_promote_source") != source:  # the filter (or the opened record) changed: follow it
+        state.wb_promote_source = source
+        state.wb_promote_id = source
+        for key in [k for k in list(state.keys()) if str(k).startswith("wb_expect_")] + ["wb_promote_name"]:
+            state.pop(key, None)
+    cid = st.text_input("会話 ID", key="wb_promote_id", max_chars=80).strip()
     if not cid:
         st.info("シナリオにする会話の ID を入力してください（記録の「会話」列）。")
         return

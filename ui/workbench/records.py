@@ -19,7 +19,7 @@ from ui import cache, pager
 from ui.safe import lines, plain
 from ui.safe import table as table_widget
 from ui.session import identity, store
-from ui.workbench.labels import COLUMN_LABELS, METHOD_LABELS, OUTCOME_LABELS, method_label, record_label
+from ui.workbench.labels import COLUMN_LABELS, METHOD_LABELS, OUTCOME_LABELS, method_label, owner_label, record_label
 
 JSONL_LIMIT = 1000  # records in one JSONL download (the newest that match)
 
@@ -47,19 +47,19 @@ def filters() -> DebugQuery:
         c1, c2, c3, c4 = st.columns(4)
         conversation = c1.text_input("会話 ID", value=st.query_params.get("conversation", ""), key="f_conversation",
                                      max_chars=80).strip()
-        flows = c2.multiselect("フロー", cache.debug_values("flow"), placeholder="すべて", key="f_flow")
-        steps = c3.multiselect("ステップ / フェーズ", cache.debug_values("step"), placeholder="すべて", key="f_step")
-        tasks = c4.multiselect("タスク", cache.debug_values("task"), placeholder="すべて", key="f_task")
+        flows = c2.multiselect("フロー", cache.debug_values("flow"), placeholder="すべて", key="f_flow", select_all=False)
+        steps = c3.multiselect("ステップ / フェーズ", cache.debug_values("step"), placeholder="すべて", key="f_step", select_all=False)
+        tasks = c4.multiselect("タスク", cache.debug_values("task"), placeholder="すべて", key="f_task", select_all=False)
         c1, c2, c3, c4 = st.columns(4)
-        providers = c1.multiselect("プロバイダー", cache.debug_values("provider"), placeholder="すべて", key="f_provider")
-        models = c2.multiselect("モデル", cache.debug_values("model"), placeholder="すべて", key="f_model")
+        providers = c1.multiselect("プロバイダー", cache.debug_values("provider"), placeholder="すべて", key="f_provider", select_all=False)
+        models = c2.multiselect("モデル", cache.debug_values("model"), placeholder="すべて", key="f_model", select_all=False)
         methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(cache.debug_values("method"))),
-                                 placeholder="すべて", key="f_strategy", format_func=method_label)
+                                 placeholder="すべて", key="f_strategy", format_func=method_label, select_all=False)
         outcomes = c4.multiselect("結果", cache.debug_values("outcome"), placeholder="すべて", key="f_outcome",
-                                  format_func=lambda o: OUTCOME_LABELS.get(o, o))
+                                  format_func=lambda o: OUTCOME_LABELS.get(o, o), select_all=False)
         c1, c2, c3, c4 = st.columns(4)
         error_types = c1.multiselect("エラー種別", cache.debug_values("error_type"), placeholder="すべて",
-                                     key="f_error_type")
+                                     key="f_error_type", select_all=False)
         date_from = c2.date_input("開始日（日本時間）", value=None, key="f_date_from")
         date_to = c3.date_input("終了日（日本時間）", value=None, key="f_date_to")
         failed_only = c4.toggle("失敗のみ", key="f_failed")
@@ -117,7 +117,7 @@ def record_detail(r: dict[str, Any], on_open_replay: Callable[[int], None]) -> N
                 f"プロンプト: {r.get('prompt') or '—'}（版 {r.get('prompt_version') or '記録なし'}） · "
                 f"出力のスキーマ版: {wb.output_schema_version(r) or '—'} · 選択肢の判定: "
                 f"{METHOD_LABELS.get(r.get('judgment_method') or '', r.get('judgment_method') or '—')}\n"
-                f"会話: {r.get('session_id') or '—'} · 操作者: {r.get('owner') or '—'}")
+                f"会話: {r.get('session_id') or '—'} · 操作者: {owner_label(r.get('owner'))}")
         if r.get("errors"):
             st.error(lines("\n".join(r["errors"])))
         st.button("✏️ この呼び出しを再実行タブで開く", key=f"open_replay_{r['id']}", on_click=on_open_replay,
@@ -146,7 +146,7 @@ def _jsonl(query: DebugQuery) -> Callable[[], str]:
 
 def records_tab(filtered: Filtered, on_open_replay: Callable[[int], None]) -> None:
     frame = wb.records_frame(filtered.records)
-    table = frame.assign(time=[jst(t) for t in frame["time"]])
+    table = frame.assign(time=[jst(t) for t in frame["time"]], owner=[owner_label(o) for o in frame["owner"]])
     table = table[[c for c in COLUMN_LABELS if c in table.columns]].rename(columns=COLUMN_LABELS)
     table_widget(table, width="stretch", hide_index=True)
     pager.pager("wb", filtered.matched, len(filtered.records))

@@ -41,7 +41,12 @@ def _picked() -> None:
         open_replay(picked)
 
 
-def _result(result: Any) -> None:
+OFFLINE_REPLAY = ("組み込みのオフラインプロバイダーは、プロンプトを読まずに会話の内容から規則で応答します。"
+                  "そのため、システムプロンプトや温度を変えて再実行しても出力は変わりません。プロンプトの変更を試すには、"
+                  "サイドバーで OpenAI 互換のモデルに切り替えてください。")
+
+
+def _result(result: Any, *, offline: bool = False) -> None:
     old_col, new_col = st.columns(2)
     for col, title, raw, verdict, method in ((old_col, "旧出力（記録）", result.old_raw, result.old, result.old_method),
                                              (new_col, "新出力（再実行）", result.new_raw, result.new, result.new_method)):
@@ -55,7 +60,10 @@ def _result(result: Any) -> None:
     st.caption(f"試行 {result.attempts} 回 · 修復 {result.repairs} 回 · {result.latency_ms} ms · "
                f"変更された項目: {', '.join(result.changed_fields) or 'なし'}")
     st.markdown("**差分（旧 → 新）**")
-    st.code("\n".join(result.diff) or "差分はありません。", language="text")
+    if not result.diff and offline:
+        st.code("差分はありません（オフラインプロバイダーはプロンプトを読まないため、出力は同じになります）。", language="text")
+    else:
+        st.code("\n".join(result.diff) or "差分はありません。", language="text")
 
 
 def save_prompt_section(record: dict[str, Any]) -> None:
@@ -123,14 +131,17 @@ def replay_tab(shown_records: list[dict[str, Any]], selected_record: dict[str, A
     model = c2.text_input("モデル", value=getattr(client, "model", ""), key="wb_model", max_chars=200)
     chain = c3.multiselect("方式（この順にフォールバック）", list(ALL_STRATEGIES),
                            default=[s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES],
-                           format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies")
+                           format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies", select_all=False)
     st.caption(f"実行するプロバイダー: {getattr(client, 'name', '?')}（サイドバーで切り替えられます）")
+    offline = getattr(client, "name", "") == "offline"
+    if offline:
+        st.info(OFFLINE_REPLAY)
     if st.button("▶️ 再実行", key="wb_run", type="primary"):
         with st.spinner("再実行しています…"):
             state.wb_replay = wb.replay(record, system_prompt=system, user_payload=user, temperature=temperature,
                                         model=model or None, strategies=chain, client=client)
     result = state.get("wb_replay")
     if result is not None and result.record_id == record_id:
-        _result(result)
+        _result(result, offline=offline)
     st.divider()
     save_prompt_section(record)

@@ -25,7 +25,8 @@ def test_send_records_inputs_with_the_rewind_point_they_created_and_rewind_cuts_
     service, transcript, r = make()
     assert [e["role"] for e in transcript] == ["assistant"] and "お車を選んで" in transcript[0]["message"]
     r = go(service, transcript, r, action="select_vehicle", action_value=MIRAI)
-    assert transcript[-2] == {"role": "user", "text": "カイワ自動車 ミライバ ハイブリッド（2022年式 Z）", "turn": None}
+    assert transcript[-2] == {"role": "user", "text": "カイワ自動車 ミライバ ハイブリッド（2022年式 Z）", "turn": None,
+                              "action": "select_vehicle", "action_value": MIRAI}  # replayable by シナリオ化
     assert r.current_step == "photo_confirm"
     r = go(service, transcript, r, action="confirm_photo", action_value="yes")
     assert transcript[-2]["text"] == "はい、この車です"

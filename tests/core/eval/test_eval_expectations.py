@@ -47,7 +47,7 @@ def test_all_contract_keys_are_known():
     assert set(CHECKS) == {"step", "urgency", "can_drive", "citations_min", "citations_max", "message_contains",
                            "message_not_contains", "first_citation",
                            "outcome", "outcome_in", "no_pii_in_trace", "trace_nodes_include",
-                           "phase", "mode", "knowledge_fields", "knowledge_contains", "knowledge_not_contains",
+                           "phase", "mode", "knowledge_fields", "knowledge_contains", "knowledge_typed", "knowledge_not_contains",
                            "confirmed", "turns_max"}
 
 
@@ -57,3 +57,10 @@ def test_message_not_contains_and_first_citation():
     problems = check_expectations({"message_not_contains": "油圧", "first_citation": "s038"}, final, [])
     assert len(problems) == 2 and "message_not_contains" in problems[0] and "first_citation" in problems[1]
     assert check_expectations({"first_citation": "kb:001"}, {"citations": []}, [])
+
+
+def test_knowledge_contains_folds_width_and_knowledge_typed_does_not():
+    final = {"knowledge": {"target_clause": "第８条（損害賠償）"}}
+    assert check_expectations({"knowledge_contains": {"target_clause": "第8条(損害賠償)"}}, final, []) == []
+    assert check_expectations({"knowledge_typed": {"target_clause": "第８条（損害賠償）"}}, final, []) == []
+    assert check_expectations({"knowledge_typed": {"target_clause": "第8条(損害賠償)"}}, final, [])

@@ -128,3 +128,23 @@ def test_input_without_sentence_ends_and_huge_input_are_bounded(tok):
     huge = "ブレーキ。" * (MAX_INPUT_CHARS // 5 + 50_000)
     assert tok(huge).count("ブレーキ") == MAX_INPUT_CHARS // 5  # only the first MAX_INPUT_CHARS are read
     assert "1km" not in tok("1" + " " * 50_000 + "km")  # a number and its unit are at most 3 spaces apart
+
+
+def test_a_pdf_with_headed_sections_is_one_chunk_per_section_across_pages():
+    """Issue #24: an uploaded manual with headed sections is chunked like the bundled ones."""
+    from core.rag.chunks import is_heading
+
+    pages = [["1. ブレーキ警告灯", "ブレーキ警告灯が点灯したときは、安全な場所に停車してください。",
+              "警告: そのまま走行しないでください。", "2. タイヤの交換", "ジャッキアップの前に輪止めをしてください。"],
+             ["タイヤのナットを対角線の順に締めます。", "■ 給油", "給油口はスマートキーで開けます。"]]
+    chunks = document_chunks("v1", "manual.pdf", pages)
+    assert [(c.section, c.page) for c in chunks] == [("1. ブレーキ警告灯", 1), ("2. タイヤの交換", 1), ("■ 給油", 2)]
+    assert "対角線" in chunks[1].text  # the section runs over the page break
+    assert chunks[0].has_warning and not chunks[2].has_warning
+    assert len({c.section_id for c in chunks}) == 3
+    assert not is_heading("100円です") and not is_heading("2024年1月1日") and is_heading("第2章 点検と手入れ")
+
+
+def test_a_pdf_without_headings_is_still_grouped_per_page():
+    chunks = document_chunks("v1", "plain.pdf", [["本文だけの段落です。"], ["次のページの本文です。"]])
+    assert [c.page for c in chunks] == [1, 2]
