@@ -71,6 +71,7 @@ from core.diagnosis.prompt_builder import (
 from core.diagnosis.rag import RagHit, cited_first, merge_sources, rag_search_many, to_sources, with_named_case
 from core.diagnosis.steps import reservation
 from core.diagnosis.steps.common import (
+    FAILURE_MESSAGE,
     FALLBACK_MESSAGE,
     action_of,
     add_user,
@@ -218,7 +219,7 @@ def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJ
     # The model's urgency_flag is missing, so the rule-based level (e.g. a lit warning light = high)
     # is kept on the session instead of being lost with the failed call.
     apply_keyword_urgency(session, keyword)
-    return respond(session, PromptInfo(type="text", message=FALLBACK_MESSAGE), rag_sources=sources,
+    return respond(session, PromptInfo(type="text", message=FAILURE_MESSAGE), rag_sources=sources,
                    judgment=judgment, fallback=True)
 
 
