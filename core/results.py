@@ -9,6 +9,7 @@ SCHEMA_ERROR = "schema_error"
 ENTRY_SCHEMA_ERROR = "entry_schema_error"
 PROVIDER_ERROR = "provider_error"
 INPUT_TOO_LONG = "input_too_long"  # stopped before any model call (core.text.input_gate)
+NOT_ANSWERED = "not_answered"  # a valid turn that is no answer (core.answer_guard), after one regeneration
 
 PROVIDER_ERROR_JA = {
     "timeout": "モデルの応答がタイムアウトしました。時間をおいて再送信してください。",
@@ -64,6 +65,7 @@ ERROR_LABELS_JA = {
     ENTRY_SCHEMA_ERROR: "ナレッジ JSON がナレッジスキーマに合いませんでした",
     PROVIDER_ERROR: "モデルの呼び出しに失敗しました",
     INPUT_TOO_LONG: "入力が長すぎるため送信しませんでした",
+    NOT_ANSWERED: "回答として使えない出力でした（入力の繰り返し、資料にない数値、日本語でない文など）",
 }
 
 
