@@ -99,8 +99,8 @@ def note(log: MutableSequence[dict[str, Any]] | None, finding: Finding, action: 
     logger.warning("answer guard: flow=%s task=%s finding=%s action=%s", flow, task, finding.code, action)
     if log is None:
         return
-    entry = {"guard": finding.code, "reason": mask_pii(finding.reason)[:300], "action": action,
-             **{k: v for k, v in finding.detail.items() if k != "text"}}
+    entry = {**{k: v for k, v in finding.detail.items() if k != "text"}, "guard": finding.code,
+             "reason": mask_pii(finding.reason)[:300], "action": action}
     for record in reversed(log):
         if isinstance(record, dict) and (not task or record.get("task") == task):
             record.setdefault("guards", []).append(entry)
