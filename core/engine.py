@@ -21,7 +21,9 @@ the same strategy only with a strictly smaller prompt; it never sends an equal o
 and ends with the typed ``context_overflow`` when nothing more can be cut. A chat-template refusal
 (``template``), a missing model (404), a bad key (401) or a forbidden deployment (403) fail at once.
 Transient provider errors (timeout, connection, 429, 5xx, a 200 that is not a chat completion) are
-retried with backoff, honouring the server's Retry-After (capped).
+retried with backoff, honouring the server's Retry-After (capped). A timeout is retried only when what is
+left of the deadline after the backoff is at least as long as the attempt that timed out took (no blind
+resend that cannot finish); a connection lost mid-answer is ``connection`` (timer ``dropped``).
 
 Every call has an overall deadline (``deadline`` seconds, else the client's ``turn_deadline``, else
 ``DEADLINE_FACTOR`` × the request timeout; :func:`turn_deadline` sets one shared by every call of a
@@ -233,7 +235,7 @@ class _Recorder:
         if response is not None and response.finish_reason:
             call["finish_reason"] = response.finish_reason
         if err is not None and err.timer:
-            call["timeout"] = err.timer
+            call["connection" if err.kind == "connection" else "timeout"] = err.timer
         if err is not None and err.kind == "context_overflow":
             call.update({"server_n_ctx": err.n_ctx, "server_n_prompt_tokens": err.n_prompt_tokens})
         self.log.append(make_record(
@@ -303,6 +305,7 @@ def _complete_with_retry(client: Any, request: LLMRequest, retry: RetryPolicy, b
         clipped = remaining < request.timeout
         attempt = replace(request, timeout=min(request.timeout, remaining), budget=remaining)
         started = time.perf_counter()
+        began = retry.clock()
         calls += 1
         try:
             return client.complete(attempt), None, calls
@@ -320,6 +323,13 @@ def _complete_with_retry(client: Any, request: LLMRequest, retry: RetryPolicy, b
                 wait = retry.wait_for(err, retry_no)
                 if wait >= budget.remaining():
                     logger.warning("not retrying %s: waiting %.1f s would pass the deadline", err.kind, wait)
+                    return None, err, calls
+                # A timed-out request sent again unchanged needs at least as long as it already waited in vain
+                # (the timer that fired): retried only when the turn's deadline leaves that much after the wait.
+                needed = retry.clock() - began
+                if err.kind == "timeout" and wait + needed > budget.remaining():
+                    logger.warning("not retrying a %s timeout: %.1f s left of the deadline, the attempt took %.1f s",
+                                   err.timer or "request", budget.remaining(), needed)
                     return None, err, calls
                 retry.sleep(wait)
                 if on_retry is not None:

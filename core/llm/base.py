@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
+import httpx
+
 # ``bad_response``: a 200 that is not a usable chat completion (HTML from a proxy, empty choices).
 TRANSIENT_KINDS = frozenset({"timeout", "connection", "rate_limit", "server_error", "bad_response"})
 # Only these move the engine down the strategy chain: the provider rejected the method itself (or a
@@ -234,6 +236,24 @@ def classify_bad_request(status: int, body: Any, text: str, *, model: str = "", 
     return ProviderError("bad_request", f"リクエストが受け付けられませんでした ({status})。{server}", status, **kw)
 
 
+DROPPED = "dropped"  # ProviderError.timer of a connection lost mid-answer (a server killed while it answered)
+
+
+def _dropped(exc: BaseException) -> str | None:
+    """The name of the transport error when ``exc`` (or what it wraps) is a connection that broke after the
+    request was sent (the body cut off, the peer gone): httpx's RemoteProtocolError / ReadError /
+    WriteError, or a reset socket. None otherwise."""
+    seen = 0
+    node: BaseException | None = exc
+    while node is not None and seen < 5:
+        if isinstance(node, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, ConnectionResetError,
+                             BrokenPipeError)):
+            return type(node).__name__
+        node = node.__cause__ or node.__context__
+        seen += 1
+    return None
+
+
 def classify_exception(exc: BaseException, *, model: str = "") -> ProviderError:
     """Map any exception from a client (openai SDK, httpx, builtins) to a typed ProviderError."""
     if isinstance(exc, ProviderError):
@@ -244,6 +264,10 @@ def classify_exception(exc: BaseException, *, model: str = "") -> ProviderError:
         import openai
     except ImportError:  # pragma: no cover - openai is a hard dependency
         openai = None
+    dropped = _dropped(exc)
+    if dropped is not None:
+        return ProviderError("connection", f"サーバーとの接続が応答の途中で切れました ({dropped})", model=model,
+                             timer=DROPPED)
     if openai is not None:
         if isinstance(exc, openai.APITimeoutError):
             return ProviderError("timeout", "応答がタイムアウトしました", model=model)
@@ -276,8 +300,10 @@ def classify_exception(exc: BaseException, *, model: str = "") -> ProviderError:
             else:
                 return classify_bad_request(status, body, text, model=model, retry_after=retry_after)
             return ProviderError(kind, message, status, retry_after=retry_after, body=text or None, model=model)
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
         return ProviderError("timeout", "応答がタイムアウトしました", model=model)
+    if isinstance(exc, httpx.TransportError):
+        return ProviderError("connection", "接続できませんでした", model=model)
     if isinstance(exc, ConnectionError):
         return ProviderError("connection", "接続できませんでした", model=model)
     # Never the exception's own text: it can carry internals (IndexError, AttributeError…).

@@ -45,6 +45,7 @@ from openai import OpenAI
 
 from core.llm.base import (
     DEFAULT_MAX_OUTPUT_BYTES,
+    DROPPED,
     ERROR_BODY_CHARS,
     LLMRequest,
     LLMResponse,
@@ -346,6 +347,7 @@ class OpenAICompatibleClient:
                     events.put(("whole", self._read_capped(response, cancel)))
                     return
                 size = 0
+                finished = False  # [DONE] or a finish_reason: a stream that just stops was cut off
                 for line in response.iter_lines():
                     if cancel.is_set():
                         return
@@ -362,6 +364,7 @@ class OpenAICompatibleClient:
                     if field_name != "data":
                         continue
                     if value == "[DONE]":
+                        finished = True
                         break
                     try:
                         data = json.loads(value)
@@ -370,11 +373,20 @@ class OpenAICompatibleClient:
                                             body=value[:ERROR_BODY_CHARS], model=self.model) from None
                     if isinstance(data, dict) and data.get("error"):
                         raise _stream_error(value, self.model)
+                    finished = finished or _has_finish_reason(data)
                     events.put(("chunk", data, time.perf_counter()))
+                if not finished and not cancel.is_set():  # the server went away mid-answer (killed, restarted)
+                    raise ProviderError("connection", "サーバーとの接続が応答の途中で切れました（ストリームが終了の印なしに途切れました）",
+                                        model=self.model, timer=DROPPED)
             events.put(("end",))
         except Exception as exc:  # typed for the caller; never leaks SDK internals upward
             if not cancel.is_set():
                 events.put(("error", classify_exception(exc, model=self.model)))
+
+
+def _has_finish_reason(data: Any) -> bool:
+    choices = data.get("choices") if isinstance(data, dict) else None
+    return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 
 def _close(holder: dict[str, Any]) -> None:
