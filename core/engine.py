@@ -486,7 +486,7 @@ def structured_call(
     rec = _Recorder(log, tags or CallTags(), getattr(client, "name", type(client).__name__), model, client)
     max_bytes = int(getattr(client, "max_output_bytes", None) or DEFAULT_MAX_OUTPUT_BYTES)
     cap = getattr(client, "max_output_tokens", None)
-    limit = int(max_tokens or output_limit(schema, wire, cap=cap))
+    limit = int(max_tokens or output_limit(schema, wire, cap=cap, task=name))
     sink = current_sink() if stream_field else None
     reader = FieldReader(sink, name, stream_field) if sink is not None and stream_field else None
     shown_schema = schema  # the schema written into a prompt_extract instruction
