@@ -16,7 +16,8 @@ output once (as the assistant turn, trimmed), never again inside the instruction
 (``unsupported``, or a 400 of no known cause), or when a forced tool call is answered without a tool
 call (the server ignores tools): at once, without spending repairs on the text. A server that said its
 chat template shows no tools (llama.cpp's ``chat_template_caps``) is not sent a tool call at all. A context overflow is
-its own error: the call learns the server's context size and real prompt tokens from it and resends
+its own error (and when the client's token ratio was measured with the server's tokenizer, a prompt
+that cannot fit is not sent at all: the same typed error): the call learns the server's context size and real prompt tokens from it and resends
 the same strategy only with a strictly smaller prompt; it never sends an equal or larger one again,
 and ends with the typed ``context_overflow`` when nothing more can be cut. A chat-template refusal
 (``template``), a missing model (404), a bad key (401) or a forbidden deployment (403) fail at once.
@@ -443,6 +444,15 @@ class _Plan:
         self.overflow = err
 
 
+def _wont_fit(plan: "_Plan", fit: dict[str, Any], model: str) -> ProviderError:
+    """The typed overflow of a prompt that, counted at the server's own tokenizer ratio, cannot fit."""
+    context = plan.context or 0
+    tokens = int(fit.get("prompt_tokens_est") or 0)
+    return ProviderError("context_overflow", f"入力がモデルのコンテキスト長を超えます（コンテキスト長 {context} トークン、"
+                         f"入力 約 {tokens} トークン。サーバーのトークナイザーで数えた比率による見積もり）", n_ctx=context,
+                         n_prompt_tokens=tokens, model=model)
+
+
 def _margin(context: int) -> int:
     return 16 + context // 32
 
@@ -533,6 +543,8 @@ def structured_call(
                                         name=name, wire_schema=wire, full_schema=shown_schema)
                 request, fit = plan.prepare(dressed, tail=3 if repair_no else 1)
                 first_attempt = attempts + 1
+                if plan.overflow is None and fit.get("cannot_fit") and getattr(client, "token_ratio_exact", False):
+                    plan.overflow = _wont_fit(plan, fit, model)  # counted with the server's tokenizer: never sent
                 if plan.overflow is not None and (fit["size"] >= (plan.ceiling or 0) or fit.get("cannot_fit")):
                     err = plan.overflow  # it cannot get smaller: never resend an equal or larger prompt
                     rec.record(strategy=strategy, attempt=first_attempt, kind=kind, request=request, raw=None,

@@ -53,8 +53,17 @@ from core.llm.base import (
     classify_bad_request,
     classify_exception,
 )
+from core.llm.messages import text_tokens
+from core.prompts import load_prompt
+from core.schemas import load_schema
 
 logger = logging.getLogger("kaiwa.llm")
+
+
+def calibration_texts() -> list[str]:
+    """Texts like the console's prompts (Japanese instructions, a JSON schema) for ``/tokenize``."""
+    from_prompts = [load_prompt(name)[:4000] for name in ("diagnosis_system", "faq_answer_system", "knowledge_system")]
+    return [*from_prompts, json.dumps(load_schema("diagnostic_response"), ensure_ascii=False)[:4000]]
 
 # Cap on the HTTP body, well above the output cap: JSON escapes (\uXXXX) inflate text up to 6x.
 BODY_CAP_FACTOR = 8
@@ -102,6 +111,7 @@ class OpenAICompatibleClient:
         self._context_configured = context_tokens is not None
         self.max_output_tokens = max_output_tokens
         self.token_ratio = 1.0  # server tokens per estimated token, learnt from usage (core.engine)
+        self.token_ratio_exact = False  # True: measured with the server's tokenizer at the model check
         self.server_info: ServerInfo | None = None
         self.last_timeout: dict[str, Any] | None = None  # which timer fired last (sidebar)
         # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
@@ -151,6 +161,7 @@ class OpenAICompatibleClient:
                     info.tools_in_prompt = False
             except Exception:  # noqa: BLE001 - /props is optional
                 pass
+            self._calibrate_tokens(root, timeout)
         if ".openai.azure.com" in str(self._sdk.base_url).lower():  # Azure lists base models, not deployments
             info.model_listed = True
         info.served_model = self.model if info.model_listed else (info.models[0] if len(info.models) == 1 else "")
@@ -165,6 +176,28 @@ class OpenAICompatibleClient:
             self.context_tokens = info.context_tokens
         self.server_info = info
         return info
+
+    def _calibrate_tokens(self, root: str, timeout: float) -> None:
+        """llama.cpp: the server's own token count of the console's prompt texts (``POST /tokenize``) sets
+        ``token_ratio`` before the first request, so a small context is never fitted on an estimate that runs
+        low (SmolLM2's tokenizer writes Japanese at ~1.5× the estimate, Gemma's at ~0.6×). The largest ratio
+        of the samples is kept, and ``token_ratio_exact`` tells the engine it may trust it: a prompt that
+        cannot fit is then not sent at all. Any failure leaves the ratio as it was (learnt from usage)."""
+        ratios = []
+        for text in calibration_texts():
+            try:
+                body = self._sdk.post(f"{root}/tokenize", cast_to=object, body={"content": text},
+                                      options={"timeout": timeout})
+            except Exception:  # noqa: BLE001 - /tokenize is optional
+                return
+            tokens = body.get("tokens") if isinstance(body, dict) else None
+            estimate = text_tokens(text)
+            if not isinstance(tokens, list) or estimate <= 0:
+                return
+            ratios.append(len(tokens) / estimate)
+        if ratios:
+            self.token_ratio = round(min(5.0, max(0.2, max(ratios))), 4)
+            self.token_ratio_exact = True
 
     # ---- requests --------------------------------------------------------------------------------
     def _kwargs(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
