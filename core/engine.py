@@ -70,7 +70,7 @@ from core.llm.base import (
     classify_exception,
 )
 from core.llm.limits import DEFAULT_MAX_OUTPUT_TOKENS, MIN_OUTPUT_TOKENS, output_limit
-from core.llm.messages import alternate, estimate_tokens, fit_messages
+from core.llm.messages import MESSAGE_OVERHEAD_TOKENS, alternate, estimate_tokens, fit_messages
 from core.llm.settings import DEADLINE_FACTOR  # default overall deadline of a call, in request timeouts
 from core.llm.strategies import DEFAULT_CHAIN, TOOL_CALL, build_request, raw_output
 from core.llm.stream import FieldReader, current_sink
@@ -84,6 +84,7 @@ from core.validation import validate_json
 logger = logging.getLogger("kaiwa.engine")
 
 REPAIR_RAW_CHARS = 2000  # how much of a (long) bad output a repair request carries (once, as the assistant turn)
+NEAR_FULL = 0.8  # a prompt whose estimate fills this share of the context is counted by the server (llama.cpp)
 MAX_OVERFLOW_REFITS = 2  # context overflows one model call may answer by resending a smaller prompt
 OVERFLOW_SHRINK = 0.75  # without the server's context size, a resent prompt is at most this share of the last
 MIN_TOKEN_RATIO, MAX_TOKEN_RATIO = 0.2, 5.0  # bounds of the learnt real-tokens / estimate ratio
@@ -419,6 +420,15 @@ class _Plan:
         fitted = fit_messages(messages, budget, ratio=self.ratio, keep_head=self.keep_head, tail=tail,
                               extra_text=extra)
         info: dict[str, Any] = {}
+        counted = self._counted(fitted.messages, extra, out, context)
+        if counted is not None and counted > fitted.tokens and budget is not None:  # the estimate ran low: refit
+            _calibrate(self.client, counted, estimate_tokens(fitted.messages, 1.0, extra_text=extra), exact=True)
+            fitted = fit_messages(messages, budget, ratio=self.ratio, keep_head=self.keep_head, tail=tail,
+                                  extra_text=extra)
+            counted = self._counted(fitted.messages, extra, out, context, always=True)
+        if counted is not None:
+            info["prompt_tokens_counted"] = counted
+            fitted = replace(fitted, tokens=counted)
         if context and fitted.tokens + out + _margin(context) > context:  # what is left goes to the answer
             out = max(min(MIN_OUTPUT_TOKENS, out), context - fitted.tokens - _margin(context))
             # after an overflow the estimate is calibrated on the server's own count: trust it
@@ -429,6 +439,20 @@ class _Plan:
         size = estimate_tokens(fitted.messages, 1.0, extra_text=extra)
         info["size"] = size
         return replace(request, messages=fitted.messages, max_tokens=out), info
+
+    def _counted(self, messages: list[dict[str, Any]], extra: str, out: int, context: int | None,
+                 always: bool = False) -> int | None:
+        """The server's own count of a prompt near the end of the context (a client with ``count_tokens``,
+        i.e. llama.cpp), with the template's per-message overhead; None when not needed or not known."""
+        counter = getattr(self.client, "count_tokens", None)
+        if not context or not callable(counter) or not getattr(self.client, "token_ratio_exact", False):
+            return None
+        estimate = estimate_tokens(messages, self.ratio, extra_text=extra)
+        if not always and estimate + out + _margin(context) < NEAR_FULL * context:
+            return None
+        text = "\n".join(str(m.get("content") or "") for m in messages) + ("\n" + extra if extra else "")
+        real = counter(text)
+        return int(real) + MESSAGE_OVERHEAD_TOKENS * len(messages) if isinstance(real, int) else None
 
     def overflowed(self, err: ProviderError, size: int) -> None:
         """Learn from a context overflow: the server's context size and real prompt tokens, and never

@@ -180,24 +180,32 @@ class OpenAICompatibleClient:
     def _calibrate_tokens(self, root: str, timeout: float) -> None:
         """llama.cpp: the server's own token count of the console's prompt texts (``POST /tokenize``) sets
         ``token_ratio`` before the first request, so a small context is never fitted on an estimate that runs
-        low (SmolLM2's tokenizer writes Japanese at ~1.5× the estimate, Gemma's at ~0.6×). The largest ratio
-        of the samples is kept, and ``token_ratio_exact`` tells the engine it may trust it: a prompt that
-        cannot fit is then not sent at all. Any failure leaves the ratio as it was (learnt from usage)."""
-        ratios = []
+        low (SmolLM2's tokenizer writes Japanese at ~1.5× the estimate, Gemma's at ~0.6×): the ratio over all the
+        samples. ``token_ratio_exact`` and :meth:`count_tokens` let the engine count a prompt near the context's
+        end exactly, so a prompt that cannot fit is never sent. Any failure leaves the ratio as it was."""
+        real = estimate = 0.0
         for text in calibration_texts():
-            try:
-                body = self._sdk.post(f"{root}/tokenize", cast_to=object, body={"content": text},
-                                      options={"timeout": timeout})
-            except Exception:  # noqa: BLE001 - /tokenize is optional
+            counted = self._tokenize(root, text, timeout)
+            if counted is None:
                 return
-            tokens = body.get("tokens") if isinstance(body, dict) else None
-            estimate = text_tokens(text)
-            if not isinstance(tokens, list) or estimate <= 0:
-                return
-            ratios.append(len(tokens) / estimate)
-        if ratios:
-            self.token_ratio = round(min(5.0, max(0.2, max(ratios))), 4)
+            real, estimate = real + counted, estimate + text_tokens(text)
+        if estimate > 0:
+            self.token_ratio = round(min(5.0, max(0.2, real / estimate)), 4)
             self.token_ratio_exact = True
+            self._tokenize_root = root
+
+    def _tokenize(self, root: str, text: str, timeout: float) -> int | None:
+        try:
+            body = self._sdk.post(f"{root}/tokenize", cast_to=object, body={"content": text}, options={"timeout": timeout})
+        except Exception:  # noqa: BLE001 - /tokenize is optional
+            return None
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    def count_tokens(self, text: str) -> int | None:
+        """llama.cpp's own count of ``text`` (None: not a llama.cpp server, or it did not answer)."""
+        root = getattr(self, "_tokenize_root", None)
+        return self._tokenize(root, text, PROBE_TIMEOUT) if root else None
 
     # ---- requests --------------------------------------------------------------------------------
     def _kwargs(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:

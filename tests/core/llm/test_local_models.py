@@ -92,3 +92,14 @@ def test_a_prompt_that_cannot_fit_at_512_tokens_is_never_sent():
     assert text_tokens(system) < 512 - 64  # the raw estimate alone would have sent it
     assert result.provider_error == "context_overflow" and server.completions == 0
     assert log[-1]["call"]["not_sent"] is True and "コンテキスト長 512" in " ".join(result.errors)
+
+
+def test_a_prompt_the_estimate_overrates_is_counted_and_sent():
+    server = LlamaCpp(per_char=0.7)  # Gemma writes Japanese at ~0.6× the estimate
+    client = client_for(server)
+    client.probe()
+    system = "あなたは契約審査の担当者を助けるアシスタントです。" * 14  # ~370 estimated tokens, ~215 real
+    log = []
+    structured_call(client, [{"role": "system", "content": system}, {"role": "user", "content": "質問"}],
+                    schema=SCHEMA, name="t", max_repairs=0, log=log)
+    assert server.completions == 1 and log[0]["call"]["prompt_tokens_counted"] < 300  # counted near the end: sent
