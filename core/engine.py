@@ -468,7 +468,7 @@ class _Plan:
         self.overflow = err
 
 
-def _wont_fit(plan: "_Plan", fit: dict[str, Any], model: str) -> ProviderError:
+def _wont_fit(plan: _Plan, fit: dict[str, Any], model: str) -> ProviderError:
     """The typed overflow of a prompt that, counted at the server's own tokenizer ratio, cannot fit."""
     context = plan.context or 0
     tokens = int(fit.get("prompt_tokens_est") or 0)
