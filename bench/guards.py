@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 from core.llm.llamacpp import GEMMA, LlamaServer, ServerConfig
 
-DIAGNOSIS = ["赤信号で止まったらハイブリッドのエンジンが勝手に再始動した", "給油口の開け方がわからない"]
+DIAGNOSIS = ["赤信号で止まったらハイブリッドのエンジンが勝手に再始動した", "給油口の開け方がわからない",
+             "ブレーキを踏むとキーキー鳴ります", "走行中に異音がする"]
 FAQ = ["オイル交換の目安はどのくらいですか？", "保証期間は何年ですか？"]
 KNOWLEDGE = ["売買契約の代金支払条項で、支払期限が書かれていなかった件です"]
 
@@ -70,10 +71,13 @@ FLOWS: dict[str, tuple[list[str], Callable[[Any, str, list], None]]] = {
     "diagnosis": (DIAGNOSIS, _diagnosis), "faq": (FAQ, _faq), "knowledge": (KNOWLEDGE, _knowledge)}
 
 
-def run(server: LlamaServer, deadline: float, limits: str) -> dict[str, dict[str, Any]]:
+def run(server: LlamaServer, deadline: float, limits: str, flows: tuple[str, ...] = tuple(FLOWS)
+        ) -> dict[str, dict[str, Any]]:
     os.environ["KAIWA_OUTPUT_LIMITS"] = limits
     out = {}
     for flow, (texts, play) in FLOWS.items():
+        if flow not in flows:
+            continue
         times, guards, sent = [], Counter(), Counter()
         for text in texts:
             client = _client(server, deadline)
@@ -96,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turn-deadline", type=float, default=150.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--flows", default=",".join(FLOWS), help="comma separated: diagnosis,faq,knowledge")
     args = parser.parse_args(argv)
+    flows = tuple(f.strip() for f in args.flows.split(",") if f.strip() in FLOWS)
     with LlamaServer(ServerConfig(model=GEMMA, n_ctx=2048, threads=args.threads)) as server:
         for limits in ("schema", "measured"):
-            run(server, args.turn_deadline, limits)
+            run(server, args.turn_deadline, limits, flows)
     return 0
 
 
