@@ -239,18 +239,30 @@ def classify_bad_request(status: int, body: Any, text: str, *, model: str = "", 
 DROPPED = "dropped"  # ProviderError.timer of a connection lost mid-answer (a server killed while it answered)
 
 
+# Transport errors by class name: the openai SDK's own HTTP stack (httpx2 / httpcore2 in openai 3.x), httpx and
+# httpcore name them alike, in different modules.
+DROPPED_ERRORS = frozenset({"RemoteProtocolError", "ReadError", "WriteError", "ConnectionResetError", "BrokenPipeError",
+                            "IncompleteRead", "ProtocolError"})
+CONNECT_ERRORS = frozenset({"ConnectError", "ConnectionRefusedError", "NetworkError", "TransportError", "ProxyError"})
+TIMEOUT_ERRORS = frozenset({"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutException"})
+
+
+def _chain(exc: BaseException, depth: int = 6) -> list[BaseException]:
+    out: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and len(out) < depth and node not in out:
+        out.append(node)
+        node = node.__cause__ or node.__context__
+    return out
+
+
 def _dropped(exc: BaseException) -> str | None:
     """The name of the transport error when ``exc`` (or what it wraps) is a connection that broke after the
-    request was sent (the body cut off, the peer gone): httpx's RemoteProtocolError / ReadError /
-    WriteError, or a reset socket. None otherwise."""
-    seen = 0
-    node: BaseException | None = exc
-    while node is not None and seen < 5:
-        if isinstance(node, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, ConnectionResetError,
-                             BrokenPipeError)):
+    request was sent (the body cut off, the peer gone): RemoteProtocolError / ReadError / WriteError of any
+    HTTP stack, or a reset socket. None otherwise."""
+    for node in _chain(exc):
+        if type(node).__name__ in DROPPED_ERRORS:
             return type(node).__name__
-        node = node.__cause__ or node.__context__
-        seen += 1
     return None
 
 
@@ -305,6 +317,11 @@ def classify_exception(exc: BaseException, *, model: str = "") -> ProviderError:
     if isinstance(exc, httpx.TransportError):
         return ProviderError("connection", "接続できませんでした", model=model)
     if isinstance(exc, ConnectionError):
+        return ProviderError("connection", "接続できませんでした", model=model)
+    names = {type(node).__name__ for node in _chain(exc)}
+    if names & TIMEOUT_ERRORS:
+        return ProviderError("timeout", "応答がタイムアウトしました", model=model)
+    if names & CONNECT_ERRORS:
         return ProviderError("connection", "接続できませんでした", model=model)
     # Never the exception's own text: it can carry internals (IndexError, AttributeError…).
     return ProviderError("unknown", "予期しないエラーが発生しました", model=model)

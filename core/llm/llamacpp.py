@@ -47,8 +47,8 @@ READY_TIMEOUT = 120.0
 # The console's settings for a local CPU model (docs/guards.md, "Local models on this machine"): a 1.5B-class
 # model's diagnosis turn on two cores is prompt processing of ~2k tokens plus a few hundred output tokens per
 # call, two to three calls a turn.
-LOCAL_SETTINGS = {"KAIWA_FIRST_TOKEN_TIMEOUT": "240", "KAIWA_TOKEN_GAP_TIMEOUT": "60", "KAIWA_TIMEOUT": "300",
-                  "KAIWA_TURN_DEADLINE": "900", "KAIWA_MAX_REPAIRS": "1"}
+LOCAL_SETTINGS = {"KAIWA_FIRST_TOKEN_TIMEOUT": "300", "KAIWA_TOKEN_GAP_TIMEOUT": "60", "KAIWA_TIMEOUT": "300",
+                  "KAIWA_TURN_DEADLINE": "900", "KAIWA_MAX_REPAIRS": "0"}
 
 
 def default_threads() -> int:
