@@ -103,7 +103,12 @@ def note(log: MutableSequence[dict[str, Any]] | None, finding: Finding, action: 
              "reason": mask_pii(finding.reason)[:300], "action": action}
     for record in reversed(log):
         if isinstance(record, dict) and (not task or record.get("task") == task):
-            record.setdefault("guards", []).append(entry)
+            guards = [*(record.get("guards") or []), entry]
+            annotate = getattr(log, "annotate", None)  # a log written through to the store (core.store.debug_sink)
+            if callable(annotate):
+                annotate([record], guards=guards)
+            else:
+                record["guards"] = guards
             return
 
 
