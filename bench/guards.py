@@ -23,7 +23,8 @@ from core.llm.llamacpp import GEMMA, LlamaServer, ServerConfig
 DIAGNOSIS = ["赤信号で止まったらハイブリッドのエンジンが勝手に再始動した", "給油口の開け方がわからない",
              "ブレーキを踏むとキーキー鳴ります", "走行中に異音がする"]
 FAQ = ["オイル交換の目安はどのくらいですか？", "保証期間は何年ですか？"]
-KNOWLEDGE = ["売買契約の代金支払条項で、支払期限が書かれていなかった件です"]
+KNOWLEDGE = ["売買契約の代金支払条項で、支払期限が書かれていなかった件です", "秘密保持契約の有効期間で揉めました。",
+             "業務委託契約の損害賠償の上限が低すぎると指摘されました"]
 
 
 def _client(server: LlamaServer, deadline: float):
