@@ -54,7 +54,9 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
         if chain[0] == TOOL_CALL:  # /props said the template shows no tools: not even sent, the next strategy
             assert records[0]["strategy"] == TOOL_CALL and records[0]["outcome"] == "provider_error:unsupported"
             assert records[0]["call"]["not_sent"] and records[1]["strategy"] == STRUCTURED_OUTPUT
-            assert sum(r["strategy"] == TOOL_CALL for r in records) == 1
+            # once per model call (a regeneration by the answer guards is a second call): never sent
+            assert all(r["call"]["not_sent"] for r in records if r["strategy"] == TOOL_CALL)
+            assert sum(r["strategy"] == TOOL_CALL for r in records) <= 2
         stats = at.session_state["stream_stats"][-1]
         assert stats["key"] == "knowledge_llm_turn" and stats["updates"] >= 2  # deltas reached the page
         last = at.session_state["chat"][-1]
