@@ -47,7 +47,7 @@ from api.knowledge import router as knowledge_router
 from core.diagnosis.context import UNSET
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
-from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
+from core.diagnosis.steps.common import FAILURE_MESSAGE, NOT_TAKEN_MESSAGE, urgency_info
 from core.identity import AuthSettings, Identity, load_auth_settings, resolve_identity
 from core.llm.registry import ProviderRegistry, model_notice
 from core.llm.settings import Settings, load_settings
@@ -324,7 +324,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     detail = exc.detail if isinstance(exc.detail, str) and not exc.detail.isascii() else None
     if detail is None:
         detail = _STATUS_TEXT.get(exc.status_code) or (
-            "リクエストを処理できませんでした。" if exc.status_code < 500 else FALLBACK_MESSAGE)
+            "リクエストを処理できませんでした。" if exc.status_code < 500 else NOT_TAKEN_MESSAGE)
     return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
 
@@ -338,7 +338,7 @@ async def _turn_busy(request: Request, exc: TurnBusy) -> JSONResponse:
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     """Anything unforeseen (the database is down…): logged here, the caller gets the fallback message."""
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return JSONResponse({"status": "error", "detail": FALLBACK_MESSAGE, "fallback": True}, status_code=503)
+    return JSONResponse({"status": "error", "detail": NOT_TAKEN_MESSAGE, "fallback": True}, status_code=503)
 
 
 @app.post("/api/chat", response_model=ChatResponse, summary="問診チャットの 1 ターン",

@@ -16,12 +16,15 @@ output once (as the assistant turn, trimmed), never again inside the instruction
 (``unsupported``, or a 400 of no known cause), or when a forced tool call is answered without a tool
 call (the server ignores tools): at once, without spending repairs on the text. A server that said its
 chat template shows no tools (llama.cpp's ``chat_template_caps``) is not sent a tool call at all. A context overflow is
-its own error: the call learns the server's context size and real prompt tokens from it and resends
+its own error (and when the client's token ratio was measured with the server's tokenizer, a prompt
+that cannot fit is not sent at all: the same typed error): the call learns the server's context size and real prompt tokens from it and resends
 the same strategy only with a strictly smaller prompt; it never sends an equal or larger one again,
 and ends with the typed ``context_overflow`` when nothing more can be cut. A chat-template refusal
 (``template``), a missing model (404), a bad key (401) or a forbidden deployment (403) fail at once.
 Transient provider errors (timeout, connection, 429, 5xx, a 200 that is not a chat completion) are
-retried with backoff, honouring the server's Retry-After (capped).
+retried with backoff, honouring the server's Retry-After (capped). A timeout is retried only when what is
+left of the deadline after the backoff is at least as long as the attempt that timed out took (no blind
+resend that cannot finish); a connection lost mid-answer is ``connection`` (timer ``dropped``).
 
 Every call has an overall deadline (``deadline`` seconds, else the client's ``turn_deadline``, else
 ``DEADLINE_FACTOR`` × the request timeout; :func:`turn_deadline` sets one shared by every call of a
@@ -67,7 +70,7 @@ from core.llm.base import (
     classify_exception,
 )
 from core.llm.limits import DEFAULT_MAX_OUTPUT_TOKENS, MIN_OUTPUT_TOKENS, output_limit
-from core.llm.messages import alternate, estimate_tokens, fit_messages
+from core.llm.messages import MESSAGE_OVERHEAD_TOKENS, alternate, estimate_tokens, fit_messages
 from core.llm.settings import DEADLINE_FACTOR  # default overall deadline of a call, in request timeouts
 from core.llm.strategies import DEFAULT_CHAIN, TOOL_CALL, build_request, raw_output
 from core.llm.stream import FieldReader, current_sink
@@ -81,6 +84,7 @@ from core.validation import validate_json
 logger = logging.getLogger("kaiwa.engine")
 
 REPAIR_RAW_CHARS = 2000  # how much of a (long) bad output a repair request carries (once, as the assistant turn)
+NEAR_FULL = 0.8  # a prompt whose estimate fills this share of the context is counted by the server (llama.cpp)
 MAX_OVERFLOW_REFITS = 2  # context overflows one model call may answer by resending a smaller prompt
 OVERFLOW_SHRINK = 0.75  # without the server's context size, a resent prompt is at most this share of the last
 MIN_TOKEN_RATIO, MAX_TOKEN_RATIO = 0.2, 5.0  # bounds of the learnt real-tokens / estimate ratio
@@ -234,7 +238,7 @@ class _Recorder:
         if response is not None and response.finish_reason:
             call["finish_reason"] = response.finish_reason
         if err is not None and err.timer:
-            call["timeout"] = err.timer
+            call["connection" if err.kind == "connection" else "timeout"] = err.timer
         if err is not None and err.kind == "context_overflow":
             call.update({"server_n_ctx": err.n_ctx, "server_n_prompt_tokens": err.n_prompt_tokens})
         self.log.append(make_record(
@@ -304,6 +308,7 @@ def _complete_with_retry(client: Any, request: LLMRequest, retry: RetryPolicy, b
         clipped = remaining < request.timeout
         attempt = replace(request, timeout=min(request.timeout, remaining), budget=remaining)
         started = time.perf_counter()
+        began = retry.clock()
         calls += 1
         try:
             return client.complete(attempt), None, calls
@@ -321,6 +326,13 @@ def _complete_with_retry(client: Any, request: LLMRequest, retry: RetryPolicy, b
                 wait = retry.wait_for(err, retry_no)
                 if wait >= budget.remaining():
                     logger.warning("not retrying %s: waiting %.1f s would pass the deadline", err.kind, wait)
+                    return None, err, calls
+                # A timed-out request sent again unchanged needs at least as long as it already waited in vain
+                # (the timer that fired): retried only when the turn's deadline leaves that much after the wait.
+                needed = retry.clock() - began
+                if err.kind == "timeout" and wait + needed > budget.remaining():
+                    logger.warning("not retrying a %s timeout: %.1f s left of the deadline, the attempt took %.1f s",
+                                   err.timer or "request", budget.remaining(), needed)
                     return None, err, calls
                 retry.sleep(wait)
                 if on_retry is not None:
@@ -409,6 +421,15 @@ class _Plan:
         fitted = fit_messages(messages, budget, ratio=self.ratio, keep_head=self.keep_head, tail=tail,
                               extra_text=extra)
         info: dict[str, Any] = {}
+        counted = self._counted(fitted.messages, extra, out, context)
+        if counted is not None and counted > fitted.tokens and budget is not None:  # the estimate ran low: refit
+            _calibrate(self.client, counted, estimate_tokens(fitted.messages, 1.0, extra_text=extra), exact=True)
+            fitted = fit_messages(messages, budget, ratio=self.ratio, keep_head=self.keep_head, tail=tail,
+                                  extra_text=extra)
+            counted = self._counted(fitted.messages, extra, out, context, always=True)
+        if counted is not None:
+            info["prompt_tokens_counted"] = counted
+            fitted = replace(fitted, tokens=counted)
         if context and fitted.tokens + out + _margin(context) > context:  # what is left goes to the answer
             out = max(min(MIN_OUTPUT_TOKENS, out), context - fitted.tokens - _margin(context))
             # after an overflow the estimate is calibrated on the server's own count: trust it
@@ -419,6 +440,20 @@ class _Plan:
         size = estimate_tokens(fitted.messages, 1.0, extra_text=extra)
         info["size"] = size
         return replace(request, messages=fitted.messages, max_tokens=out), info
+
+    def _counted(self, messages: list[dict[str, Any]], extra: str, out: int, context: int | None,
+                 always: bool = False) -> int | None:
+        """The server's own count of a prompt near the end of the context (a client with ``count_tokens``,
+        i.e. llama.cpp), with the template's per-message overhead; None when not needed or not known."""
+        counter = getattr(self.client, "count_tokens", None)
+        if not context or not callable(counter) or not getattr(self.client, "token_ratio_exact", False):
+            return None
+        estimate = estimate_tokens(messages, self.ratio, extra_text=extra)
+        if not always and estimate + out + _margin(context) < NEAR_FULL * context:
+            return None
+        text = "\n".join(str(m.get("content") or "") for m in messages) + ("\n" + extra if extra else "")
+        real = counter(text)
+        return int(real) + MESSAGE_OVERHEAD_TOKENS * len(messages) if isinstance(real, int) else None
 
     def overflowed(self, err: ProviderError, size: int) -> None:
         """Learn from a context overflow: the server's context size and real prompt tokens, and never
@@ -432,6 +467,15 @@ class _Plan:
             _calibrate(self.client, err.n_prompt_tokens, size, exact=True)
         self.ceiling = size if self.ceiling is None else min(self.ceiling, size)
         self.overflow = err
+
+
+def _wont_fit(plan: _Plan, fit: dict[str, Any], model: str) -> ProviderError:
+    """The typed overflow of a prompt that, counted at the server's own tokenizer ratio, cannot fit."""
+    context = plan.context or 0
+    tokens = int(fit.get("prompt_tokens_est") or 0)
+    return ProviderError("context_overflow", f"入力がモデルのコンテキスト長を超えます（コンテキスト長 {context} トークン、"
+                         f"入力 約 {tokens} トークン。サーバーのトークナイザーで数えた比率による見積もり）", n_ctx=context,
+                         n_prompt_tokens=tokens, model=model)
 
 
 def _margin(context: int) -> int:
@@ -477,7 +521,7 @@ def structured_call(
     rec = _Recorder(log, tags or CallTags(), getattr(client, "name", type(client).__name__), model, client)
     max_bytes = int(getattr(client, "max_output_bytes", None) or DEFAULT_MAX_OUTPUT_BYTES)
     cap = getattr(client, "max_output_tokens", None)
-    limit = int(max_tokens or output_limit(schema, wire, cap=cap))
+    limit = int(max_tokens or output_limit(schema, wire, cap=cap, task=name))
     sink = current_sink() if stream_field else None
     reader = FieldReader(sink, name, stream_field) if sink is not None and stream_field else None
     shown_schema = schema  # the schema written into a prompt_extract instruction
@@ -524,6 +568,8 @@ def structured_call(
                                         name=name, wire_schema=wire, full_schema=shown_schema)
                 request, fit = plan.prepare(dressed, tail=3 if repair_no else 1)
                 first_attempt = attempts + 1
+                if plan.overflow is None and fit.get("cannot_fit") and getattr(client, "token_ratio_exact", False):
+                    plan.overflow = _wont_fit(plan, fit, model)  # counted with the server's tokenizer: never sent
                 if plan.overflow is not None and (fit["size"] >= (plan.ceiling or 0) or fit.get("cannot_fit")):
                     err = plan.overflow  # it cannot get smaller: never resend an equal or larger prompt
                     rec.record(strategy=strategy, attempt=first_attempt, kind=kind, request=request, raw=None,

@@ -9,6 +9,7 @@ SCHEMA_ERROR = "schema_error"
 ENTRY_SCHEMA_ERROR = "entry_schema_error"
 PROVIDER_ERROR = "provider_error"
 INPUT_TOO_LONG = "input_too_long"  # stopped before any model call (core.text.input_gate)
+NOT_ANSWERED = "not_answered"  # a valid turn that is no answer (core.answer_guard), after one regeneration
 
 PROVIDER_ERROR_JA = {
     "timeout": "モデルの応答がタイムアウトしました。時間をおいて再送信してください。",
@@ -18,6 +19,8 @@ PROVIDER_ERROR_JA = {
     "timeout:request": "モデルの応答が時間内に完了しませんでした（1 回の応答のタイムアウト）。時間をおいて再送信してください。",
     "deadline": "このターンの制限時間内にモデルの応答が完了しませんでした（タイムアウト）。時間をおいて再送信してください。",
     "connection": "モデルのサーバーに接続できませんでした。接続先 (OPENAI_BASE_URL、またはプロバイダーのリージョン・エンドポイント) を確認してください。",
+    "connection:dropped": ("モデルのサーバーとの接続が応答の途中で切れました（サーバーが停止または再起動した可能性があります）。"
+                           "サーバーの状態を確認してから再送信してください。"),
     "rate_limit": "利用上限 (429) に達しました。少し待ってから再送信してください。",
     "server_error": "モデルのサーバーでエラーが発生しました (5xx)。時間をおいて再送信してください。",
     "auth": "認証に失敗しました。API キーの設定を確認してください。",
@@ -68,6 +71,7 @@ ERROR_LABELS_JA = {
     ENTRY_SCHEMA_ERROR: "ナレッジ JSON がナレッジスキーマに合いませんでした",
     PROVIDER_ERROR: "モデルの呼び出しに失敗しました",
     INPUT_TOO_LONG: "入力が長すぎるため送信しませんでした",
+    NOT_ANSWERED: "回答として使えない出力でした（入力の繰り返し、資料にない数値、日本語でない文など）",
 }
 
 

@@ -16,8 +16,8 @@ retry=RetryPolicy(...))``; ``process(request, client=..., log=...)`` swaps the c
 ``get_session(id)`` returns the ``SessionState`` (``conversation_history``, ``booking_data`` …) and
 ``rewind_points(id)`` the turns a rewind can go back to. Picture and icon paths
 (``prompt.image``, ``Choice.icon``) are relative to the repository root (``core.paths.ROOT``).
-A failed model call never raises: ``response.fallback`` is True and the message is the seed's
-「他に気になる症状や状況があれば教えてください。」.
+A failed model call never raises: ``response.fallback`` is True and the message says the answer could not
+be produced and that the customer's message is kept (``steps.common.FAILURE_MESSAGE``, issue #26).
 Each button of a prompt sends ``ChatRequest(action=prompt.action, action_value=choice.value)``;
 typed text at a step with buttons is matched to a button (``response.judgment``: method
 exact / structured_output / tag_fallback / ai_judge / failed). Action names and values:

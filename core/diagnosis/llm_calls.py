@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.answer_guard import check_answer, guarded, offline_client, regeneration_messages
 from core.debuglog import CallTags
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import SessionState
@@ -54,10 +55,11 @@ def tags(session: SessionState, step: str, prompt: str) -> CallTags:
 
 def call_structured(ctx: DiagnosisContext, session: SessionState, *, task: str, messages: list[dict[str, str]],
                     context: dict[str, Any], step: str, prompt: str, temperature: float = 0.3,
-                    max_repairs: int = 2) -> StructuredResult:
+                    max_repairs: int = 2, client: Any = None) -> StructuredResult:
     """One schema-checked call of ``task`` (= the schema name in ``schemas/``); the customer-facing text of
-    the diagnostic and RAG answers streams to the page's sink, when it set one."""
-    return structured_call(ctx.client, messages, schema=load_schema(task), name=task, context=context,
+    the diagnostic and RAG answers streams to the page's sink, when it set one. ``client``: another client
+    than the session's (the built-in provider, for the answer guards' offline fallback)."""
+    return structured_call(client or ctx.client, messages, schema=load_schema(task), name=task, context=context,
                            log=ctx.log, tags=tags(session, step, prompt), max_repairs=max_repairs, temperature=temperature,
                            retry=ctx.retry, stream_field=STREAM_FIELDS.get(task))
 
@@ -87,12 +89,24 @@ def rag_answer(ctx: DiagnosisContext, session: SessionState, question: str, hits
                                if preferred is not None else "")
     messages = [{"role": "system", "content": load_prompt("diagnosis_system")},
                 {"role": "user", "content": render(prompt, **values)}]
-    result = call_structured(ctx, session, task=RAG_ANSWER_TASK, messages=messages, step=step, prompt=prompt,
-                             context={"question": masked, "hits": [h.as_dict() for h in cited],
-                                      "preferred_section_id": preferred.section_id if preferred else None,
-                                      "vehicle": {"vehicle_id": session.vehicle_id, "make": session.make,
-                                                  "model": session.model, "year": session.year}},
-                             temperature=0.0)
+    context = {"question": masked, "hits": [h.as_dict() for h in cited],
+               "preferred_section_id": preferred.section_id if preferred else None,
+               "vehicle": {"vehicle_id": session.vehicle_id, "make": session.make, "model": session.model,
+                           "year": session.year}}
+
+    def call(stack: list[dict[str, str]], client: Any = None) -> StructuredResult:
+        return call_structured(ctx, session, task=RAG_ANSWER_TASK, messages=stack, step=step, prompt=prompt,
+                               context=context, temperature=0.0, client=client)
+
+    result = call(messages)
+    if result.ok:  # the question handed back, a figure no cited section states: once more, then the offline answer
+        sources_text = [masked, vehicle, *(f"{h.section}\n{h.text}" for h in cited)]
+        checked = guarded(result, lambda r: check_answer(r.data.get("answer"), user_text=masked, sources=sources_text),
+                          lambda finding: call(regeneration_messages(messages, result.raw, finding, "answer, sources")),
+                          lambda: call(messages, offline_client()), log=ctx.log, task=RAG_ANSWER_TASK, flow=FLOW)
+        if checked.result is None:
+            return RagAnswer(ok=False, error_type="not_answered")
+        result = checked.result
     if not result.ok:
         return RagAnswer(ok=False, error_type=result.error_type)
     sources = grounded_sources(result.data, cited) if cited else []

@@ -26,6 +26,7 @@ FLAG_KEYWORD_HIGH = "keyword_high"
 FLAG_RESTRICT_TOPIC = "restrict_topic"
 FLAG_FORCE_ANSWER = "force_answer"
 FLAG_DENIED = "denied_symptoms"
+FLAG_GUARD = "answer_guard"  # the previous answer was no answer (core.answer_guard): the reason, once
 
 
 def denied_symptoms(session: SessionState) -> list[str]:

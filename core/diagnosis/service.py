@@ -19,7 +19,7 @@ from core.diagnosis.context import UNSET, DiagnosisContext
 from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInfo, SessionState
 from core.diagnosis.session_store import InMemorySessionStore, SessionStore
 from core.diagnosis.state_machine import process_step
-from core.diagnosis.steps.common import FALLBACK_MESSAGE, urgency_info
+from core.diagnosis.steps.common import NOT_TAKEN_MESSAGE, urgency_info
 from core.diagnosis.steps.vehicle_id import vehicle_prompt
 from core.engine import client_deadline, turn_deadline
 from core.llm.offline import OfflineClient
@@ -105,7 +105,7 @@ class ChatService:
         except Exception:  # noqa: BLE001 - keep the stored session consistent
             logger.exception("diagnosis step %s failed", session.current_step.value)
             session = backup
-            prompt = (session.last_prompt or PromptInfo()).model_copy(update={"message": FALLBACK_MESSAGE})
+            prompt = (session.last_prompt or PromptInfo()).model_copy(update={"message": NOT_TAKEN_MESSAGE})
             response = ChatResponse(session_id=session.session_id, current_step=session.current_step.value,
                                     prompt=prompt, urgency=urgency_info(session), rag_sources=session.last_rag_sources,
                                     manual_coverage=session.manual_coverage, diagnostic_turn=session.diagnostic_turn,

@@ -23,7 +23,7 @@ NodeFn = Callable[[StateView, Any], Mapping[str, Any]]
 Condition = Callable[[FAQState], bool]
 END = None
 # Optional details a node may add to its trace entry besides action / outcome / error_type.
-EXTRA_TRACE_KEYS = ("attempts", "hits", "model_ok", "pii_masked", "rule_id", "dropped_citations")
+EXTRA_TRACE_KEYS = ("attempts", "hits", "model_ok", "pii_masked", "rule_id", "dropped_citations", "guard")
 
 
 class ContractViolation(RuntimeError):

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, MutableSequence
 
+from core.answer_guard import NOT_ANSWERED, check_answer, guarded, offline_client, regeneration_messages
 from core.debuglog import CallTags
 from core.engine import structured_call
 from core.faq import answerability, intent_rules, policy, replies
@@ -306,12 +307,27 @@ def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
                                                           query=goal.get("query") or question,
                                                           articles=_articles_text(hits))}]
     parts = [{"question": q["question"], "hits": q["hits"]} for q in questions] if len(questions) > 1 else []
-    res = structured_call(ctx.client, prompt_messages, schema=load_schema("faq_answer"), name="faq_answer",
-                          context={"question": question, "query": goal.get("query"), "hits": hits, "parts": parts,
-                                   "max_citations": ctx.config.max_citations},
-                          log=ctx.log, tags=ctx.tags("NLG", "faq_answer_system"), temperature=0.2,
-                          stream_field="message")  # the answer streams to the page's sink, when it set one
+    context = {"question": question, "query": goal.get("query"), "hits": hits, "parts": parts,
+               "max_citations": ctx.config.max_citations}
+
+    def call(client: Any, messages: list[dict[str, Any]], step: str = "NLG") -> Any:
+        return structured_call(client, messages, schema=load_schema("faq_answer"), name="faq_answer", context=context,
+                               log=ctx.log, tags=ctx.tags(step, "faq_answer_system"), temperature=0.2,
+                               stream_field="message")  # the answer streams to the page's sink, when it set one
+
+    res = call(ctx.client, prompt_messages)
     trace["model_ok"] = res.ok
+    if res.ok:  # a non-answer (the question handed back, a figure no cited article states): once more, then offline
+        checked = guarded(res, lambda r: _answer_fault(r.data, question, hits),
+                          lambda finding: call(ctx.client, regeneration_messages(prompt_messages, res.raw, finding,
+                                                                                 "message, citations"), "NLG-guard"),
+                          lambda: call(offline_client(), prompt_messages, "NLG-offline"), log=ctx.log, task="faq_answer",
+                          flow="faq")
+        if checked.changed:
+            trace["guard"] = {"outcome": checked.outcome, "findings": [f.code for f in checked.findings]}
+        if checked.result is None:
+            return _not_found(trace, NOT_ANSWERED)
+        res = checked.result
     if not res.ok:
         error = {"error_type": f"nlg_{res.error_type}", "node": "NLG", "detail": res.provider_error or res.error_type}
         return {"response.message": None, "response.citations": [], "response.outcome": None, "last_error": error,
@@ -331,6 +347,14 @@ def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
     return {"response.message": message, "response.citations": cited, "response.outcome": "answered",
             "last_error": None, "messages": [{"role": "assistant", "content": message, "citations": cited}],
             "trace": {**trace, "outcome": "answered"}}
+
+
+def _answer_fault(data: dict[str, Any], question: str, hits: list[dict[str, Any]]) -> Any:
+    """Why an NLG answer is no answer (``core.answer_guard.check_answer``): the question handed back, or a
+    figure neither the articles it cites (all retrieved ones when it cites none) nor the question state."""
+    cited = [h for h in hits if h["id"] in set(data.get("citations") or [])] or hits
+    return check_answer(data.get("message"), user_text=question,
+                        sources=[question, *(f"{h.get('title', '')}\n{h.get('text', '')}" for h in cited)])
 
 
 # ---- Fallback ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, MutableSequence
 
+from core.answer_guard import check_answer, guarded, offline_client, regeneration_messages
 from core.debuglog import CallTags
 from core.engine import RetryPolicy, structured_call
 from core.knowledge.answer_guard import checked_answer, masked_hit
@@ -123,10 +124,23 @@ def ask(question: str, index: KnowledgeIndex, client: Any, *, log: MutableSequen
     messages = [{"role": "system", "content": system},
                 {"role": "user", "content": render("knowledge_answer", question=masked,
                                                    entries="\n\n".join(_entry_block(h) for h in hits))}]
-    result = structured_call(client, messages, schema=load_schema(ASK_TASK), name=ASK_TASK, temperature=0.0,
-                             context={"question": masked, "entries": [_context_entry(h) for h in hits]}, log=log,
-                             tags=CallTags(session_id=session_id, flow="knowledge", step="ask", prompt="knowledge_answer"),
-                             retry=retry)
+    context = {"question": masked, "entries": [_context_entry(h) for h in hits]}
+
+    def call(model: Any, stack: list[dict[str, Any]], step: str = "ask") -> Any:
+        return structured_call(model, stack, schema=load_schema(ASK_TASK), name=ASK_TASK, temperature=0.0,
+                               context=context, log=log, retry=retry,
+                               tags=CallTags(session_id=session_id, flow="knowledge", step=step, prompt="knowledge_answer"))
+
+    result = call(client, messages)
+    if result.ok:  # the question handed back, or a figure no cited entry states: once more, then the offline answer
+        checked = guarded(result, lambda r: _non_answer(r.data or {}, masked, hits),
+                          lambda finding: call(client, regeneration_messages(messages, result.raw, finding,
+                                                                             "answer, sources"), "ask-guard"),
+                          lambda: call(offline_client(), messages, "ask-offline"), log=log, task=ASK_TASK,
+                          flow="knowledge")
+        if checked.result is None:
+            return KnowledgeAnswer(ok=False, answer=FAILED, error_type="not_answered")
+        result = checked.result
     if not result.ok:
         return KnowledgeAnswer(ok=False, answer=FAILED, error_type=result.error_type)
     sources, quotes = _grounded(result.data or {}, hits)
@@ -153,6 +167,15 @@ def answering(question: str, hits: list[KnowledgeHit]) -> list[KnowledgeHit]:
     top_type, top_topic = contract_type_of(top.contract_type), entry_topic(top.entry)
     return [top] + [h for h in hits[1:] if related(asked_type, asked_topic, h.entry) or related(top_type, top_topic, h.entry)
                      or h.score >= CLOSE_RATIO * top.score]
+
+
+def _non_answer(data: dict[str, Any], question: str, hits: list[KnowledgeHit]) -> Any:
+    """The echo and figure checks of ``core.answer_guard`` on an ask answer: the sources are the entries
+    it cites (all retrieved ones when it cites none of them) and the question."""
+    cited = {int(s.get("entry_id")) for s in data.get("sources") or [] if str(s.get("entry_id", "")).isdigit()}
+    used = [h for h in hits if h.entry_id in cited] or hits
+    texts = [question, *("\n".join(str(h.entry.get(f) or "") for f in ENTRY_FIELDS) for h in used)]
+    return check_answer(str(data.get("answer") or ""), user_text=question, sources=texts)
 
 
 def _lines(text: str, limit: int = 4) -> list[str]:

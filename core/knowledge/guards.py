@@ -7,6 +7,13 @@ After a turn has passed schema validation, :func:`guarded_turn` checks what a sc
   it nothing is known to draft),
 * the same message as our previous turn, word for word (a question asked again in a loop).
 
+Before these, the non-answers every flow guards against (``core.answer_guard``, issue #26): an
+``assistant_message`` that is the user's message again, or the few-shot example's greeting again on a
+turn that did not ask for it, or a draft whose title / review points / action plan is in another
+language's script (「货款」). Such a turn is regenerated once; if the second one is still no answer, the
+built-in interviewer's turn (``fallback``) is used when it passes, else the turn fails honestly
+(``not_answered``: the user's message stays and can be resent) — it is never shown.
+
 Each gets a warning in the server log (lengths and reasons only, never the text) and **one**
 regeneration: the conversation again, with the rejected output and the reason
 (``prompts/knowledge_regenerate.md``). The better of the two is kept; a failed regeneration keeps
@@ -23,9 +30,10 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
+from core.answer_guard import Finding, check_answer, guarded
 from core.knowledge.review_language import concise_title, is_question, is_wrap_up
 from core.prompts import render
-from core.results import TurnResult
+from core.results import ERROR_LABELS_JA, NOT_ANSWERED, TurnResult
 
 logger = logging.getLogger("kaiwa.knowledge")
 
@@ -48,6 +56,27 @@ class TurnContext:
     previous_message: str = ""
     has_draft: bool = False
     questions: list[str] = field(default_factory=list)
+    examples: Sequence[tuple[str, str]] = ()  # the few-shot (user turn, assistant_message) pairs the model saw
+
+
+DRAFT_TEXT_FIELDS = {"knowledge_title": "knowledge_title（タイトル）", "review_points": "review_points（審査ポイント）",
+                     "action_plan": "action_plan（対応方針）"}
+
+
+def non_answer(result: TurnResult, ctx: TurnContext) -> Finding | None:
+    """Why a valid turn is no answer (module docstring), or None."""
+    message = result.assistant_message or ""
+    examples = [said for asked, said in ctx.examples if not check_answer(ctx.user_text, examples=[asked])]
+    finding = check_answer(message, user_text=ctx.user_text, examples=examples, field_name="assistant_message",
+                           japanese=True)
+    if finding is not None:
+        return finding
+    for entry in result.knowledge or []:
+        for key, label in DRAFT_TEXT_FIELDS.items():
+            finding = check_answer(str(entry.get(key) or ""), field_name=label, japanese=True)
+            if finding is not None:
+                return finding
+    return None
 
 
 def _flat(text: Any) -> str:
@@ -70,10 +99,22 @@ def regenerate_instruction(raw: str | None, reason: str) -> str:
     return render("knowledge_regenerate", raw_output=str(raw or "")[:RAW_ECHO_CHARS], reason=reason)
 
 
-def guarded_turn(first: TurnResult, ctx: TurnContext, regenerate: Callable[[str], TurnResult]) -> TurnResult:
-    """``first``, or one regeneration of it when :func:`regeneration_reason` finds a fault; then tidied."""
+def guarded_turn(first: TurnResult, ctx: TurnContext, regenerate: Callable[[str], TurnResult],
+                 fallback: Callable[[], TurnResult] | None = None, *, log: Any = None) -> TurnResult:
+    """``first``, or one regeneration of it when :func:`non_answer` or :func:`regeneration_reason` finds a
+    fault (a non-answer that stays one: ``fallback``'s turn, else a failed turn); then tidied."""
     if not first.ok:
         return first
+    if non_answer(first, ctx) is not None:
+        checked = guarded(first, lambda r: non_answer(r, ctx),
+                          lambda finding: regenerate(regenerate_instruction(first.raw, finding.reason)), fallback,
+                          log=log, task="knowledge_llm_turn", flow="knowledge")
+        if checked.result is None:
+            reasons = [f.reason for f in checked.findings]
+            return TurnResult(ok=False, raw=first.raw, error_type=NOT_ANSWERED, errors=reasons, attempts=first.attempts,
+                              method=first.method, assistant_message=ERROR_LABELS_JA[NOT_ANSWERED])
+        assert isinstance(checked.result, TurnResult)
+        return tidy_knowledge(checked.result, ctx)
     reason = regeneration_reason(first, ctx)
     result = first
     if reason:

@@ -12,13 +12,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, MutableSequence, Sequence
 
+from core.answer_guard import offline_client
 from core.debuglog import CallTags
 from core.documents import ExtractedDocument
 from core.engine import RetryPolicy
 from core.ids import new_id
 from core.knowledge.guards import TurnContext, guarded_turn
 from core.knowledge.house_style import with_house_style
-from core.knowledge.turn import build_user_payload, call_llm, entry_schema, system_prompt, turn_schema
+from core.knowledge.turn import (build_user_payload, call_llm, entry_schema, few_shot_examples, system_prompt,
+                                 turn_schema)
 from core.results import INPUT_TOO_LONG, TurnResult
 from core.text.input_gate import check_length
 
@@ -91,7 +93,12 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
                         tags=CallTags(session_id=session_id, flow="knowledge", step="regenerate",
                                       prompt="knowledge_regenerate"), retry=retry)
 
-    result = guarded_turn(result, _guard_context(chat, user_text, knowledge_outputs), regenerate)
+    def offline() -> TurnResult:  # the built-in interviewer's turn: the fallback of a non-answer (issue #26)
+        return call_llm(user_text, file_texts, system, history, offline_client(), turn_schema(), entry_schema(),
+                        log=log, tags=CallTags(session_id=session_id, flow="knowledge", step="offline",
+                                               prompt="knowledge_system"))
+
+    result = guarded_turn(result, _guard_context(chat, user_text, knowledge_outputs), regenerate, offline, log=log)
     latency_ms = round((time.perf_counter() - started) * 1000, 1)
     if result.ok:
         data = result.data or {}
@@ -114,7 +121,15 @@ def _guard_context(chat: Sequence[dict[str, Any]], user_text: str, outputs: Sequ
     previous = next((e for e in reversed(chat[:-1]) if e["role"] == "assistant" and e.get("turn")), None)
     texts = [t for e in chat if e["role"] == "user" for t in e.get("file_texts") or []]
     return TurnContext(user_text=user_text, attachment_texts=texts,
-                       previous_message=(previous or {}).get("content") or "", has_draft=bool(outputs))
+                       previous_message=(previous or {}).get("content") or "", has_draft=bool(outputs),
+                       examples=[(asked, _example_message(turn)) for asked, turn in few_shot_examples()])
+
+
+def _example_message(turn_json: str) -> str:
+    try:
+        return str(json.loads(turn_json).get("assistant_message") or "")
+    except (ValueError, AttributeError):
+        return ""
 
 
 def resend(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[dict[str, str]], user_id: str,

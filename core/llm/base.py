@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
+import httpx
+
 # ``bad_response``: a 200 that is not a usable chat completion (HTML from a proxy, empty choices).
 TRANSIENT_KINDS = frozenset({"timeout", "connection", "rate_limit", "server_error", "bad_response"})
 # Only these move the engine down the strategy chain: the provider rejected the method itself (or a
@@ -238,6 +240,36 @@ def classify_bad_request(status: int, body: Any, text: str, *, model: str = "", 
     return ProviderError("bad_request", f"リクエストが受け付けられませんでした ({status})。{server}", status, **kw)
 
 
+DROPPED = "dropped"  # ProviderError.timer of a connection lost mid-answer (a server killed while it answered)
+
+
+# Transport errors by class name: the openai SDK's own HTTP stack (httpx2 / httpcore2 in openai 3.x), httpx and
+# httpcore name them alike, in different modules.
+DROPPED_ERRORS = frozenset({"RemoteProtocolError", "ReadError", "WriteError", "ConnectionResetError", "BrokenPipeError",
+                            "IncompleteRead", "ProtocolError"})
+CONNECT_ERRORS = frozenset({"ConnectError", "ConnectionRefusedError", "NetworkError", "TransportError", "ProxyError"})
+TIMEOUT_ERRORS = frozenset({"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutException"})
+
+
+def _chain(exc: BaseException, depth: int = 6) -> list[BaseException]:
+    out: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and len(out) < depth and node not in out:
+        out.append(node)
+        node = node.__cause__ or node.__context__
+    return out
+
+
+def _dropped(exc: BaseException) -> str | None:
+    """The name of the transport error when ``exc`` (or what it wraps) is a connection that broke after the
+    request was sent (the body cut off, the peer gone): RemoteProtocolError / ReadError / WriteError of any
+    HTTP stack, or a reset socket. None otherwise."""
+    for node in _chain(exc):
+        if type(node).__name__ in DROPPED_ERRORS:
+            return type(node).__name__
+    return None
+
+
 def classify_exception(exc: BaseException, *, model: str = "") -> ProviderError:
     """Map any exception from a client (openai SDK, httpx, builtins) to a typed ProviderError."""
     if isinstance(exc, ProviderError):
@@ -248,6 +280,10 @@ def classify_exception(exc: BaseException, *, model: str = "") -> ProviderError:
         import openai
     except ImportError:  # pragma: no cover - openai is a hard dependency
         openai = None
+    dropped = _dropped(exc)
+    if dropped is not None:
+        return ProviderError("connection", f"サーバーとの接続が応答の途中で切れました ({dropped})", model=model,
+                             timer=DROPPED)
     if openai is not None:
         if isinstance(exc, openai.APITimeoutError):
             return ProviderError("timeout", "応答がタイムアウトしました", model=model)
@@ -280,9 +316,16 @@ def classify_exception(exc: BaseException, *, model: str = "") -> ProviderError:
             else:
                 return classify_bad_request(status, body, text, model=model, retry_after=retry_after)
             return ProviderError(kind, message, status, retry_after=retry_after, body=text or None, model=model)
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
         return ProviderError("timeout", "応答がタイムアウトしました", model=model)
+    if isinstance(exc, httpx.TransportError):
+        return ProviderError("connection", "接続できませんでした", model=model)
     if isinstance(exc, ConnectionError):
+        return ProviderError("connection", "接続できませんでした", model=model)
+    names = {type(node).__name__ for node in _chain(exc)}
+    if names & TIMEOUT_ERRORS:
+        return ProviderError("timeout", "応答がタイムアウトしました", model=model)
+    if names & CONNECT_ERRORS:
         return ProviderError("connection", "接続できませんでした", model=model)
     # Never the exception's own text: it can carry internals (IndexError, AttributeError…).
     return ProviderError("unknown", "予期しないエラーが発生しました", model=model)

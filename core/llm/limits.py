@@ -7,12 +7,23 @@ the largest answer a schema asks for (strings by ``maxLength`` or a default, arr
 a default, enums by their longest value, keys and punctuation included) with room for the whitespace
 small models put between tokens; :func:`output_limit` clamps that between a floor and the configured
 cap (``KAIWA_MAX_OUTPUT_TOKENS``). Plain-text calls get ``TEXT_OUTPUT_TOKENS``.
+
+**Sized to the answer** (issue #26): a schema's own bounds are loose (a message without ``maxLength`` may
+be 250 tokens, five such fields make 2,048), and a small model that runs away fills whatever it is given
+(150–180 s a turn). ``data/output_limits.json`` holds, per task (= schema name), what its text can need,
+measured on the scenario set (``python -m bench.output_sizes --write``: the longest schema-valid output of
+the offline provider × 1.5); :func:`output_limit` takes the smaller of that and the schema's estimate. A
+task the set never produced keeps the estimate. ``KAIWA_OUTPUT_LIMITS=schema`` turns the table off.
 """
 from __future__ import annotations
 
+import json
+import os
+from functools import lru_cache
 from typing import Any
 
 from core.llm.messages import text_tokens
+from core.paths import DATA_DIR
 
 DEFAULT_MAX_OUTPUT_TOKENS = 2048  # KAIWA_MAX_OUTPUT_TOKENS: the cap on every request
 MIN_OUTPUT_TOKENS = 64  # never ask for less (a repair after a cut answer doubles the limit, up to the cap)
@@ -24,6 +35,25 @@ FREE_OBJECT_TOKENS = 300  # an object without declared properties
 WHITESPACE_FACTOR = 1.3  # grammar-constrained small models pretty-print with arbitrary whitespace
 OVERHEAD_TOKENS = 16
 MAX_DEPTH = 8
+OUTPUT_LIMITS_PATH = DATA_DIR / "output_limits.json"
+OUTPUT_LIMITS_ENV = "KAIWA_OUTPUT_LIMITS"  # "schema": the schema's estimate only (the measured table off)
+
+
+@lru_cache(maxsize=1)
+def _measured() -> dict[str, int]:
+    try:
+        table = json.loads(OUTPUT_LIMITS_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v["limit"]) for k, v in table.items()
+            if isinstance(v, dict) and isinstance(v.get("limit"), int) and v["limit"] > 0}
+
+
+def measured_limit(task: str | None) -> int | None:
+    """The measured output limit of ``task`` (``data/output_limits.json``), or None."""
+    if not task or (os.environ.get(OUTPUT_LIMITS_ENV) or "").strip().lower() == "schema":
+        return None
+    return _measured().get(task)
 
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
@@ -79,10 +109,14 @@ def schema_output_tokens(schema: dict[str, Any]) -> int:
     return int(_tokens(schema, schema, 0, False) * WHITESPACE_FACTOR) + OVERHEAD_TOKENS
 
 
-def output_limit(*schemas: dict[str, Any] | None, cap: int | None = None) -> int:
+def output_limit(*schemas: dict[str, Any] | None, cap: int | None = None, task: str | None = None) -> int:
     """The output limit of a request that must fill every one of ``schemas`` (the full schema and its wire
-    copy: the larger estimate counts; none: a plain-text call), within [floor, cap]."""
+    copy: the larger estimate counts; none: a plain-text call), no more than ``task``'s measured need,
+    within [floor, cap]."""
     cap = int(cap or DEFAULT_MAX_OUTPUT_TOKENS)
     given = [s for s in schemas if isinstance(s, dict)]
     wanted = max((schema_output_tokens(s) for s in given), default=TEXT_OUTPUT_TOKENS)
+    measured = measured_limit(task)
+    if measured is not None:
+        wanted = min(wanted, measured)
     return max(min(MIN_OUTPUT_TOKENS, cap), min(cap, wanted))

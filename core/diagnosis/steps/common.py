@@ -11,7 +11,13 @@ from core.diagnosis.models import (ChatRequest, ChatResponse, Choice, ChoiceJudg
                                    SessionState, UrgencyInfo, urgency_rank)
 from core.diagnosis.urgency_rules import KeywordUrgency
 
-FALLBACK_MESSAGE = "他に気になる症状や状況があれば教えてください。"
+FALLBACK_MESSAGE = "他に気になる症状や状況があれば教えてください。"  # a question replaced (duplicate, denied topic)
+# A failed diagnosis turn (issue #26): it says the answer could not be produced and that the message is kept
+# (it is in the conversation already: the next turn reads it), never reads as if the message was understood.
+FAILURE_MESSAGE = ("申し訳ありません。回答を作成できませんでした。お送りいただいた内容は会話に残っています。"
+                   "もう一度送信するか、続けて状況を入力してください。")
+# A turn that failed before anything was stored (the session went back to what it was): the message is not taken.
+NOT_TAKEN_MESSAGE = "申し訳ありません。回答を作成できませんでした。この入力はまだ受け付けていませんので、もう一度送信してください。"
 LEVEL_DEFAULT_VISIT = {"critical": "immediate", "high": "today", "medium": "this_week", "low": "when_convenient"}
 
 

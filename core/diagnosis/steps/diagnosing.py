@@ -25,6 +25,7 @@ import logging
 import re
 from typing import Any, Sequence
 
+from core.answer_guard import check_answer, guarded, note, offline_client
 from core.diagnosis import llm_calls
 from core.diagnosis.actions import (
     ANSWER,
@@ -63,6 +64,7 @@ from core.diagnosis.models import (
 from core.diagnosis.offline_policy import lamps_named
 from core.diagnosis.prompt_builder import (
     FLAG_FORCE_ANSWER,
+    FLAG_GUARD,
     FLAG_RESTRICT_TOPIC,
     build_additional_instructions,
     build_diagnostic_messages,
@@ -73,6 +75,7 @@ from core.diagnosis.prompt_builder import (
 from core.diagnosis.rag import RagHit, cited_first, merge_sources, rag_search_many, to_sources, with_named_case
 from core.diagnosis.steps import reservation
 from core.diagnosis.steps.common import (
+    FAILURE_MESSAGE,
     FALLBACK_MESSAGE,
     action_of,
     add_user,
@@ -83,6 +86,7 @@ from core.diagnosis.steps.common import (
     save_snapshot,
 )
 from core.diagnosis.steps.urgency import handle_urgency_check
+from core.diagnosis.urgency_cap import URGENT_MESSAGE, cap_model_urgency
 from core.diagnosis.urgency_rules import KeywordUrgency
 from core.diagnosis.urgency_semantic import (
     as_context,
@@ -233,14 +237,37 @@ def _maybe_summarize(session: SessionState, ctx: DiagnosisContext) -> None:
 
 
 def _call(ctx: DiagnosisContext, session: SessionState, hits: Sequence[RagHit], keyword: KeywordUrgency,
-          user_input: str, extra: Sequence[tuple[str, str]] = ()):
+          user_input: str, extra: Sequence[tuple[str, str]] = (), client: Any = None):
     instructions = build_additional_instructions(session, keyword, extra, ctx.thresholds)
     messages = build_diagnostic_messages(session, hits, keyword, instructions, user_input, ctx.thresholds)
     vehicle = find_vehicle(ctx.catalog, session.vehicle_id)
     context = policy_context(session, hits, keyword, instructions, user_input, vehicle.powertrain if vehicle else "")
     context["urgency"] = as_context(keyword)
     return llm_calls.call_structured(ctx, session, task=llm_calls.DIAGNOSTIC_TASK, messages=messages, context=context,
-                                     step="diagnosing", prompt="diagnosis_diagnostic", temperature=0.3)
+                                     step="diagnosing", prompt="diagnosis_diagnostic", temperature=0.3, client=client)
+
+
+def _non_answer(data: dict[str, Any], session: SessionState, hits: Sequence[RagHit], user_input: str):
+    """The answer guards on a diagnostic turn (``core.answer_guard``): the customer's words handed back as
+    the message, or a figure neither the retrieved sections nor the conversation state."""
+    said = [str(m.get("content") or "") for m in session.conversation_history if m.get("role") == "user"]
+    vehicle = f"{session.make or ''} {session.model or ''} {session.year or ''}年式"
+    return check_answer(data.get("message"), user_text=user_input,
+                        sources=[*said, vehicle, *(f"{h.section}\n{h.text}" for h in hits)])
+
+
+def _guarded_call(ctx: DiagnosisContext, session: SessionState, hits: Sequence[RagHit], keyword: KeywordUrgency,
+                  user_input: str):
+    """The diagnostic call through the answer guards: a non-answer is asked for once more (its reason as an
+    instruction), then the offline policy's answer; None when nothing passes (the turn fails honestly)."""
+    result = _call(ctx, session, hits, keyword, user_input)
+    if not result.ok:
+        return result
+    checked = guarded(result, lambda r: _non_answer(r.data, session, hits, user_input),
+                      lambda finding: _call(ctx, session, hits, keyword, user_input, [(FLAG_GUARD, finding.reason)]),
+                      lambda: _call(ctx, session, hits, keyword, user_input, client=offline_client()), log=ctx.log,
+                      task=llm_calls.DIAGNOSTIC_TASK, flow="diagnosis")
+    return checked.result
 
 
 def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJudgmentInfo | None,
@@ -248,7 +275,7 @@ def _fallback(session: SessionState, sources: list[RagSource], judgment: ChoiceJ
     # The model's urgency_flag is missing, so the rule-based level (e.g. a lit warning light = high)
     # is kept on the session instead of being lost with the failed call.
     apply_keyword_urgency(session, keyword)
-    return respond(session, PromptInfo(type="text", message=FALLBACK_MESSAGE), rag_sources=sources,
+    return respond(session, PromptInfo(type="text", message=FAILURE_MESSAGE), rag_sources=sources,
                    judgment=judgment, fallback=True)
 
 
@@ -304,13 +331,14 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if session.last_confidence >= th.candidates_confidence or session.diagnostic_turn >= th.candidates_turn:
         session.candidates_shown = True
 
-    # D7-D9 prompt, call, parse
-    result = _call(ctx, session, hits, keyword, user_input)
-    if not result.ok:
+    # D7-D9 prompt, call, parse (through the answer guards: an echo or an invented figure is no answer)
+    result = _guarded_call(ctx, session, hits, keyword, user_input)
+    if result is None or not result.ok:
         # seed 000 §12: logger.error (the error's type and the session, never the customer's text)
         logger.error("LLM diagnostic call failed: session=%s turn=%d error=%s provider_error=%s attempts=%d",
-                     session.session_id, session.diagnostic_turn, result.error_type, result.provider_error,
-                     result.attempts)
+                     session.session_id, session.diagnostic_turn,
+                     getattr(result, "error_type", "answer_guard"), getattr(result, "provider_error", None),
+                     getattr(result, "attempts", 0))
         return _fallback(session, sources, judgment, keyword)
     data: dict[str, Any] = dict(result.data)
     if vague:
@@ -349,6 +377,7 @@ def run_turn(session: SessionState, user_input: str, ctx: DiagnosisContext, *,
     if data["action"] == "spec_answer" and normal_answer_blocked(keyword, session.collected_symptoms):
         data = _normal_case_question(data, keyword)
     data = _no_contradiction(data, keyword, session.collected_symptoms)
+    data = _checked_urgency(ctx, session, hits, keyword, user_input, data)
     if keyword.can_drive is False:
         data["can_drive"] = False
 
@@ -425,6 +454,24 @@ def _interview_question(data: dict[str, Any], kind: str) -> dict[str, Any]:
         return data
     topic, message, choices = VAGUE_QUESTIONS.get(kind, VAGUE_QUESTIONS["noise"])
     return dict(data, action="ask_question", message=message, choices=list(choices), question_topic=topic)
+
+
+def _checked_urgency(ctx: DiagnosisContext, session: SessionState, hits: Sequence[RagHit], keyword: KeywordUrgency,
+                     user_input: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The model's urgency checked against the manual (``core.diagnosis.urgency_cap``), the reason in the
+    debug log. A capped answer whose message still sends the customer to road service is replaced by the
+    offline policy's answer (capped the same way), so the words and the level agree."""
+    capped, finding = cap_model_urgency(data, keyword, hits, session.collected_symptoms)
+    if finding is None:
+        return data
+    action = "capped"
+    if URGENT_MESSAGE.search(capped.get("message") or ""):
+        offline = _call(ctx, session, hits, keyword, user_input, client=offline_client())
+        if offline.ok:
+            capped, _ = cap_model_urgency(dict(offline.data), keyword, hits, session.collected_symptoms)
+            action = "capped_offline_message"
+    note(ctx.log, finding, action, task=llm_calls.DIAGNOSTIC_TASK, flow="diagnosis")
+    return capped
 
 
 NOT_NORMAL_NOTE = ("※取扱説明書には正常な動作としての説明もありますが、お伺いした症状はその条件に当てはまらない"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from diagnosis_fakes import FakeRetriever, Hit, TaskClient, answer, diag
 
 from core.diagnosis import ChatRequest, ChatStep
-from core.diagnosis.steps.common import FALLBACK_MESSAGE
+from core.diagnosis.steps.common import FAILURE_MESSAGE, FALLBACK_MESSAGE
 from core.diagnosis.steps.diagnosing import (FORCE_ANSWER_LINE, NOT_COVERED_NOTE, PARTIAL_NOTE, handle_diagnosing,
                                              run_turn)
 from core.llm.base import ProviderError
@@ -148,7 +148,7 @@ def test_waiting_message_twice_gives_fallback(make_ctx, session_at):
     waiting = diag(message="確認いたします。", choices=None)
     client, ctx, session = setup(make_ctx, session_at, [waiting, waiting])
     r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
-    assert r.fallback and r.prompt.message == FALLBACK_MESSAGE
+    assert r.fallback and r.prompt.message == FAILURE_MESSAGE
 
 
 def test_duplicate_question_replaced_by_generic_message(make_ctx, session_at):
@@ -162,9 +162,11 @@ def test_duplicate_question_replaced_by_generic_message(make_ctx, session_at):
 def test_model_failure_gives_fallback_and_keeps_session_consistent(make_ctx, session_at):
     client, ctx, session = setup(make_ctx, session_at, [ProviderError("server_error", "down")] * 3)
     r = handle_diagnosing(session, ChatRequest(message="ブレーキを踏むと音がする"), ctx)
-    assert r.fallback and r.prompt.message == "他に気になる症状や状況があれば教えてください。"
+    assert r.fallback and r.prompt.message == FAILURE_MESSAGE  # says it failed and that the message is kept
+    assert "回答を作成できませんでした" in FAILURE_MESSAGE and "会話に残っています" in FAILURE_MESSAGE
     assert r.current_step == "diagnosing" and session.diagnostic_turn == 1
-    assert session.conversation_history[-1] == {"role": "assistant", "content": FALLBACK_MESSAGE}
+    assert session.conversation_history[-2] == {"role": "user", "content": "ブレーキを踏むと音がする"}  # kept
+    assert session.conversation_history[-1] == {"role": "assistant", "content": FAILURE_MESSAGE}
     assert ctx.log[-1]["outcome"] == "provider_error:server_error"
 
 

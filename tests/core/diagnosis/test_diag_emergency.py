@@ -141,7 +141,9 @@ def test_a_one_sentence_critical_model_answer_gets_the_manual_steps(driver, real
                                                         message="危険な状態です。すぐに停車してください。")]})
     d = driver(client=client, retriever=real_retriever)
     d.to_symptom()
-    r = d.msg("ブレーキを踏むとキーキー鳴る")  # not critical for the rules: the model decides it is
+    # not critical for the rules: the model decides it is, with a danger word said (a squeal alone, which the manual
+    # calls normal until asked, is no longer the model's to make critical: issue #26, test_diag_answer_guards)
+    r = d.msg("ブレーキから金属音がする")
     assert "diagnostic_response" in client.tasks()
     assert r.current_step == ChatStep.RESERVATION.value and r.urgency.level == "critical"
     assert r.prompt.message.startswith("危険な状態です。すぐに停車してください。")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from diagnosis_fakes import MIRAI, FakeRetriever, TaskClient
 
 from core.diagnosis import ChatRequest, ChatService, InMemorySessionStore, state_machine
-from core.diagnosis.steps.common import FALLBACK_MESSAGE
+from core.diagnosis.steps.common import NOT_TAKEN_MESSAGE
 
 
 class Clock:
@@ -56,7 +56,7 @@ def test_handler_crash_returns_fallback_and_keeps_stored_session(monkeypatch):
 
     monkeypatch.setitem(state_machine.STEP_HANDLERS, state_machine.ChatStep.PHOTO_CONFIRM, boom)
     r2 = service.process(ChatRequest(session_id=r.session_id, action="confirm_photo", action_value="yes"))
-    assert r2.fallback and r2.prompt.message == FALLBACK_MESSAGE and r2.current_step == "photo_confirm"
+    assert r2.fallback and r2.prompt.message == NOT_TAKEN_MESSAGE and r2.current_step == "photo_confirm"
     assert service.get_session(r.session_id).model_dump(exclude={"updated_at"}) == before
 
 
