@@ -430,7 +430,7 @@ class ReviewStore:
     # ---- the score configuration ---------------------------------------------------------------------
     def review_labels(self, *, include_inactive: bool = False) -> list[dict[str, Any]]:
         c = t.review_labels.c
-        query = select(t.review_labels).order_by(c.position, c.id)
+        query = select(t.review_labels).order_by(c.active.desc(), c.position, c.id)
         if not include_inactive:
             query = query.where(c.active.is_(True))
         with self._read() as conn:
