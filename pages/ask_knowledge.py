@@ -7,6 +7,7 @@ import streamlit as st
 from core.ids import new_id
 from core.knowledge.ask import MAX_QUESTION_CHARS, ask
 from core.knowledge.retrieval import knowledge_index
+from ui.feedback import ask_feedback
 from ui.knowledge_base import answer_view
 from ui.session import debug_sink, leave_pages_directory_mode, provider_caption, store
 
@@ -34,3 +35,4 @@ if asked:
                                       for h in answer.sources]}
 
 answer_view(state.get("ask_last"))
+ask_feedback(state.get("ask_last"), state.get("ask_session_id"), getattr(state.llm_client, "model", ""))
