@@ -5,8 +5,8 @@ The right answer is the reviewer's corrected answer (verdict 一部誤り / 誤�
 was judged 正しい. Its checkable facts become the scenario's ``expect``:
 
 * diagnosis — ``urgency`` (the level the answer should have), ``can_drive``, the manual section the answer
-  should cite first (``first_citation``) and how many at least (``citations_min``);
-* FAQ — ``outcome`` (answered / not_found / handoff / refused …), ``first_citation`` and ``citations_min``
+  should cite first (``first_citation``, and ``citations_min`` 1: it cites at all);
+* FAQ — ``outcome`` (answered / not_found / handoff / refused …), ``first_citation`` and ``citations_min`` 1
   (the article that states the answer);
 * knowledge — ``knowledge_fields`` (the corrected fields must not be empty), ``knowledge_contains`` for the
   short fields (contract type, clause: the corrected value);
@@ -88,7 +88,7 @@ def expectations(flow: str, right: Mapping[str, Any]) -> dict[str, Any]:
         expect["outcome"] = right["outcome"]
     if flow in ("diagnosis", "faq") and citations:
         expect["first_citation"] = citations[0]
-        expect["citations_min"] = len(citations)
+        expect["citations_min"] = 1  # the answer cites; which one first is the fact (ranks below it may vary)
     if flow in ("diagnosis", "faq") and phrases:
         expect["message_contains"] = phrases
     if flow == "knowledge":

@@ -119,3 +119,23 @@ def test_only_admins_edit_the_score_configuration(app, as_user):
     assert not at.exception
     assert get_store().list_audit("review_labels")[0]["actor"] == "boss@example.jp"
     assert [x["name"] for x in get_store().review_labels()][:2] == ["緊急度の誤り", "根拠の誤り"]
+
+
+def test_analytics_shows_the_review_quality_section(app):
+    store = get_store()
+    sato = Identity(name="佐藤", email="sato@example.jp", source="proxy", roles=frozenset({"operator", "reviewer"}))
+    suzuki = Identity(name="鈴木", email="suzuki@example.jp", source="proxy", roles=frozenset({"operator", "reviewer"}))
+    store.add_feedback("c1", 0, "faq", "up", Identity(name="op"), prompt_version="faq_answer_system@v1", model="m")
+    store.add_feedback("c1", 1, "faq", "down", Identity(name="op"), prompt_version="faq_answer_system@v1", model="m")
+    for i, (a, b) in enumerate([("correct", "correct"), ("incorrect", "partial")]):
+        item, _ = store.enqueue_review(f"x{i}", 0, "faq", "sample", reviews_wanted=2)
+        store.record_review(item, sato, verdict=a, labels=["情報不足"] if a != "correct" else [])
+        store.record_review(item, suzuki, verdict=b)
+    at = app.switch_page("pages/analytics.py").run()
+    assert not at.exception, at.exception
+    assert any(h.value == "🧐 レビューと評価" for h in at.header)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["2 人がレビューした回答"] == "2" and metrics["一致率"] == "50.0%"
+    frames = [d.value for d in at.dataframe]
+    assert any("👍率" in f.columns and 0.5 in list(f["👍率"]) for f in frames)
+    assert any("ラベル" in f.columns and list(f["件数"]) == [1] for f in frames)
