@@ -30,6 +30,9 @@ def section(since: datetime, until: datetime) -> None:
     start = since.astimezone(timezone.utc).isoformat(timespec="milliseconds")
     end = until.astimezone(timezone.utc).isoformat(timespec="milliseconds")
     st.header("🧐 レビューと評価")
+    # read only when asked for: 分析 reruns on every filter change and these figures are not cached
+    if not st.toggle("レビューと評価の集計を表示", key="rq_show"):
+        return
     freq = st.radio("集計の単位", ["D", "W"], format_func={"D": "日", "W": "週"}.get, horizontal=True, key="rq_freq")
     s = store()
     st.subheader("👍 の割合（フロー・プロンプト版・モデル別）")
@@ -42,9 +45,10 @@ def section(since: datetime, until: datetime) -> None:
     _table("label_counts", quality.label_counts(s, since=start, until=end), "この期間にラベルの付いた判定はありません。")
     st.subheader("2 人のレビュアーの一致")
     agreement = quality.agreement(s, since=start, until=end)
-    c1, c2, c3 = st.columns(3)
-    c1.metric("2 人がレビューした回答", agreement.items)
-    c2.metric("一致率", "—" if agreement.percent is None else f"{agreement.percent:.1%}")
-    c3.metric("Cohen の κ", "—" if agreement.kappa is None else f"{agreement.kappa:.2f}")
+    safe.table(pd.DataFrame([
+        {"指標": "2 人がレビューした回答", "値": str(agreement.items)},
+        {"指標": "一致率", "値": "—" if agreement.percent is None else f"{agreement.percent:.1%}"},
+        {"指標": "Cohen の κ", "値": "—" if agreement.kappa is None else f"{agreement.kappa:.2f}"}]),
+        hide_index=True, key="rq_agreement")
     st.caption("無作為抽出の一部（KAIWA_REVIEW_DOUBLE）を 2 人がレビューします。κ は偶然の一致を除いた一致の度合いです"
                "（判定が 1 種類しかないときは定義できないため「—」）。")
