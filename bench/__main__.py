@@ -12,6 +12,7 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
   :mod:`bench.knowledge_eval` (the eval runner's pass rates for the knowledge flow);
 * streaming — :mod:`bench.streaming` (the knowledge page against llama.cpp's real server: first character
   on the page after the server's first token, as a ratio to the server's time to first token);
+* review_queue — :mod:`bench.review_queue` (one page of the レビュー queue at 1k and 100k items);
 * pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
   ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` needs the stores seeded once: ``python -m bench.pages
   --seed-only both``).
@@ -34,7 +35,7 @@ import warnings
 from typing import Any
 
 SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "mask", "store", "prompts", "urgency",
-            "knowledge_recall", "knowledge_eval", "streaming")
+            "knowledge_recall", "knowledge_eval", "streaming", "review_queue")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -62,6 +63,8 @@ FIGURES = (
     ("knowledge_library_regression_pass_rate", "1.0", "confirmed entries replayed as a regression set"),
     ("stream_first_char_vs_server_ttft", "—", "server's first token → first character on the page / server TTFT"),
     ("stream_own_vs_server_ttft", "≪ 1", "chunk with the first character → the page / server TTFT (our part)"),
+    ("review_queue_page_ms_sqlite", "—", "レビュー queue: one page + count (ms), 1k and 100k items (bench.review_queue)"),
+    ("review_queue_growth_sqlite", "—", "that page at 100k items / at 1k, SQLite"),
 )
 
 
