@@ -181,8 +181,8 @@ class ReviewStore:
         if query.statuses:
             parts = []
             for status in query.statuses:
-                if status == "pending":
-                    parts += [c.status == "pending", and_(c.status == "claimed", c.claim_until < now)]
+                if status == "pending":  # lapsed claims were put back first (_release_lapsed)
+                    parts.append(c.status == "pending")
                 elif status == "claimed":
                     parts.append(and_(c.status == "claimed", c.claim_until >= now))
                 elif status in STATUSES:
@@ -197,9 +197,26 @@ class ReviewStore:
             where.append(c.created_at < query.until)
         return where
 
+    def _release_lapsed(self, query: ReviewQuery) -> None:
+        """Put items whose claim lapsed back to ``pending`` before the queue is read by status, so a status is
+        one index range read in order (no ``OR``, no sort of the whole queue). Looks first (one indexed read of
+        the few claimed items) and writes only when a claim did lapse."""
+        if not query.statuses:
+            return
+        c = t.review_items.c
+        now = self.now()
+        lapsed = and_(c.status == "claimed", c.claim_until < now)
+        with self._read() as conn:
+            if conn.execute(select(c.id).where(lapsed).limit(1)).first() is None:
+                return
+        with self._write() as conn:
+            conn.execute(update(t.review_items).where(lapsed).values(
+                status="pending", claimed_by=None, claimed_by_label=None, claim_until=None))
+
     def review_page(self, query: ReviewQuery = ReviewQuery(), *, limit: int = 50, offset: int = 0
                     ) -> list[dict[str, Any]]:
         """One page of the items ``query`` matches, oldest first (a queue), without their snapshots."""
+        self._release_lapsed(query)
         c = t.review_items.c
         now = self.now()
         columns = [col for col in t.review_items.c if col.name != "snapshot"]
@@ -209,12 +226,14 @@ class ReviewStore:
             return [_item(row, now) for row in conn.execute(stmt)]
 
     def count_review_items(self, query: ReviewQuery = ReviewQuery()) -> int:
+        self._release_lapsed(query)
         with self._read() as conn:
             stmt = select(func.count()).select_from(t.review_items).where(*self._review_where(query, self.now()))
             return int(conn.execute(stmt).scalar() or 0)
 
     def review_position(self, item_id: int, query: ReviewQuery = ReviewQuery()) -> int | None:
         """The 0-based place of ``item_id`` in the filtered queue (None when the filters leave it out)."""
+        self._release_lapsed(query)
         c = t.review_items.c
         with self._read() as conn:
             where = self._review_where(query, self.now())
