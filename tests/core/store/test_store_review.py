@@ -208,3 +208,22 @@ def test_regression_cases_are_stored_and_linked(store, reviewer, operator):
     second = store.add_review_scenario(item, {**scenario, "name": "レビュー #1 改"}, reviewer)
     [stored] = store.list_review_scenarios()
     assert (stored["id"], stored["scenario"]["expect"]) == (second, {"urgency": "critical"})
+
+
+def test_the_queue_reads_an_index_in_order(tmp_path):
+    """Each filter of the queue is an index range read in id order: no scan of the table, no sort of the queue
+    (SQLite's plan; PostgreSQL's planner chooses by statistics)."""
+    from sqlalchemy import select
+
+    from core.store import tables as t
+    store = Store(f"sqlite:///{tmp_path / 'plan.db'}")
+    c = t.review_items.c
+    for query in (ReviewQuery(statuses=("pending",)), ReviewQuery(flows=("faq",), statuses=("pending",)),
+                  ReviewQuery(labels=("情報不足",)), ReviewQuery(prompt_versions=("p@1",))):
+        stmt = select(c.id).where(*store._review_where(query, store.now())).order_by(c.id).limit(50)
+        sql = str(stmt.compile(store.engine, compile_kwargs={"literal_binds": True}))
+        with store._read() as conn:
+            plan = " | ".join(str(row[-1]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        assert "TEMP B-TREE" not in plan, (query, plan)
+        assert "SCAN review_items" not in plan or "USING" in plan, (query, plan)
+    store.engine.dispose()
