@@ -141,3 +141,22 @@ def test_analytics_shows_the_review_quality_section(app):
     assert agreement["2 人がレビューした回答"] == "2" and agreement["一致率"] == "50.0%"
     assert any("👍率" in f.columns and 0.5 in list(f["👍率"]) for f in frames)
     assert any("ラベル" in f.columns and list(f["件数"]) == [1] for f in frames)
+
+
+def test_outside_text_on_the_review_page_is_inert(app, as_user):
+    from tests.pages import hostile
+    as_user(REVIEWER)
+    store = get_store()
+    cid = faq_answer(question=hostile.HOSTILE, answer=hostile.HOSTILE, citations=(hostile.HOSTILE_SESSION,))
+    give_feedback(store, cid, 0, "down", Identity(name=hostile.HOSTILE_NAME))
+    [item] = store.review_page()
+    store.record_review(item["id"], Identity(name="鈴木", email="suzuki@example.jp", source="proxy",
+                                             roles=frozenset({"operator", "reviewer"})),
+                        verdict="partial", comment=hostile.HOSTILE, corrected_answer={"text": hostile.HOSTILE})
+    at = open_review(app)
+    at.selectbox(key="rv_status").set_value("done").run()
+    at.session_state["rv_selected"] = item["id"]
+    at.run()
+    assert not at.exception, at.exception
+    assert any(f"No.{item['id']}" in s.value for s in at.subheader)  # the item is open
+    hostile.assert_inert(at, "review item")
