@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from core.identity import ADMIN, OPERATOR, REVIEWER, Identity
+from core.identity import OPERATOR, REVIEWER, Identity
 from core.store import base
 from core.store.review import ReviewConflict, ReviewInputError, ReviewQuery
 from core.store.store import Store
