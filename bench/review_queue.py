@@ -9,7 +9,7 @@ figures for ``python -m bench`` (``--quick``: 1k and 10k items).
 take minutes and measure nothing of the read): the four flows in turn, every reason, a third reviewed with a
 label, a tenth claimed, spread over a year. **The figures** are medians of 15 reads (5 with ``--quick``) of:
 the first page of the pending queue (what a reviewer opens), the last page of it (the deepest ``OFFSET``), a
-page filtered by flow and label (an ``EXISTS`` on ``review_item_labels``), and a claim of the next item
+page filtered by flow and label (an ``IN`` over the label index of ``review_item_labels``), and a claim of the next item
 (``claim_next_review_item``: the conditional ``UPDATE``).
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ the score configuration (labels an admin edits) and the regression cases made fr
 Every change that a person makes leaves an audit row (``feedback.give``, ``review.claim``, ``review.verdict``,
 ``review.skip``, ``review.release``, ``review.labels``, ``review.scenario``). The queue is read a page at a
 time (:class:`ReviewQuery`, :meth:`ReviewStore.review_page`, :meth:`ReviewStore.count_review_items`): every
-filter is a ``WHERE`` on an indexed column, the label filter an ``EXISTS`` on ``review_item_labels``.
+filter is a ``WHERE`` on an indexed column, the label filter an ``IN`` over ``review_item_labels``' label index.
 """
 from __future__ import annotations
 
@@ -188,9 +188,9 @@ class ReviewStore:
                 elif status in STATUSES:
                     parts.append(c.status == status)
             where.append(or_(*parts) if parts else c.id < 0)
-        if query.labels:
+        if query.labels:  # read from the label index (ix_review_item_labels_label), not item by item
             il = t.review_item_labels.c
-            where.append(exists(select(il.item_id).where(il.item_id == c.id, il.label.in_(list(query.labels)))))
+            where.append(c.id.in_(select(il.item_id).where(il.label.in_(list(query.labels)))))
         if query.since:
             where.append(c.created_at >= query.since)
         if query.until:
@@ -317,12 +317,15 @@ class ReviewStore:
         require(actor, "review.work")
         user_id = who(actor)[0]
         c = t.review_items.c
+        v = t.review_verdicts.c
+        pending = replace(query, statuses=("pending",))  # lapsed claims are put back first
         for _ in range(10):  # another reviewer may take the one we picked: pick again
+            self._release_lapsed(pending)
             now = self.now()
             with self._read() as conn:
-                where = self._review_where(replace(query, statuses=()), now)
-                row = conn.execute(select(c.id).where(*where, self._open_to(user_id, now)).order_by(c.id).limit(1)
-                                   ).first()
+                where = self._review_where(pending, now)
+                mine = exists(select(v.id).where(v.item_id == c.id, v.reviewer == user_id))
+                row = conn.execute(select(c.id).where(*where, ~mine).order_by(c.id).limit(1)).first()
             if row is None:
                 return None
             try:

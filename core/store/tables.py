@@ -277,6 +277,7 @@ review_items = Table(
 )
 Index("ux_review_items_answer", review_items.c.conversation_id, review_items.c.turn, unique=True)
 Index("ix_review_items_status", review_items.c.status, review_items.c.id)
+Index("ix_review_items_claims", review_items.c.status, review_items.c.claim_until)  # lapsed claims, found at once
 Index("ix_review_items_flow", review_items.c.flow, review_items.c.status, review_items.c.id)
 Index("ix_review_items_prompt", review_items.c.prompt_version, review_items.c.id)
 Index("ix_review_items_reviewer", review_items.c.reviewed_by, review_items.c.id)
