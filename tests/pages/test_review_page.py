@@ -160,3 +160,30 @@ def test_outside_text_on_the_review_page_is_inert(app, as_user):
     assert not at.exception, at.exception
     assert any(f"No.{item['id']}" in s.value for s in at.subheader)  # the item is open
     hostile.assert_inert(at, "review item")
+
+
+def test_personal_data_is_shown_only_to_admins_for_an_entry_kept_with_contract_text(app, as_user):
+    store = get_store()
+    op = Identity(name="op")
+    cid = store.create_conversation("knowledge", op)
+    store.append_turn(cid, {"role": "user", "content": "乙（担当 090-1234-5678）の賠償上限"}, role="user",
+                      user_input="乙（担当 090-1234-5678）の賠償上限")
+    store.append_turn(cid, {"role": "assistant", "content": "上限を確認しましょう。"}, role="assistant")
+    store.record_knowledge(cid, [{"knowledge_title": "賠償上限", "contract_type": "業務委託契約", "target_clause": "第8条",
+                                  "review_points": "上限", "action_plan": "上限を設ける",
+                                  "clause_sample": "担当 090-1234-5678 に通知する"}], op, keep_contract_text=True)
+    give_feedback(store, cid, 1, "down", op)
+    [item] = store.review_page()
+    as_user(REVIEWER)
+    at = open_review(app)
+    at.session_state["rv_selected"] = item["id"]
+    at.run()
+    shown = "\n".join(m.value for m in at.markdown)
+    assert "賠償上限" in shown and "090-1234-5678" not in shown
+    assert not [t for t in at.toggle if t.key == f"rv_unmask_{item['id']}"]  # a reviewer's role does not allow it
+    as_user(ADMIN)
+    at.run()
+    at.toggle(key=f"rv_unmask_{item['id']}").set_value(True).run()
+    assert not at.exception, at.exception
+    assert "090-1234-5678" in "\n".join(m.value for m in at.markdown)
+    assert store.list_audit("review_item", item["id"])[0]["action"] == "review.unmask"
