@@ -24,6 +24,7 @@ pages = {
     "運用": [
         st.Page("pages/debug_log.py", title="デバッグログ", icon="🪵"),
         st.Page("pages/analytics.py", title="分析", icon="📊"),
+        st.Page("pages/review.py", title="レビュー", icon="🧐"),
         st.Page("pages/manual_admin.py", title="マニュアル管理", icon="🛠️"),
     ],
 }

@@ -1,5 +1,6 @@
 """The seed's HTTP API (seed 000 §1, §8): ``POST /api/chat``, ``GET /api/sessions/{id}``, ``GET /healthz``;
-the knowledge base's routes (``GET /api/knowledge``, ``POST /api/knowledge/ask``) are in ``api/knowledge.py``.
+the knowledge base's routes (``GET /api/knowledge``, ``POST /api/knowledge/ask``) are in ``api/knowledge.py``,
+the reviewers' (``POST /api/feedback``, ``/api/review/…``) in ``api/review.py``.
 
 Run: ``uvicorn api.main:app --port 8000``. Every request goes through the same path as the console's
 車両問診 page: ``core.diagnosis.conversation.DiagnosisConversations.handle`` over the shared store
@@ -44,6 +45,8 @@ from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.knowledge import router as knowledge_router
+from api.review import queue_latest_answer
+from api.review import router as review_router
 from core.diagnosis.context import UNSET
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
@@ -249,6 +252,7 @@ app = FastAPI(title="Kaiwa Console API",
               version="1.0")
 app.add_middleware(BodySizeLimit)
 app.include_router(knowledge_router)  # GET /api/knowledge, POST /api/knowledge/ask (api/knowledge.py)
+app.include_router(review_router)  # POST /api/feedback, /api/review/… (api/review.py)
 
 _TYPE_TEXT = {
     "missing": "必須です",
@@ -354,7 +358,9 @@ def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations,
     starts a new one with ``notice``; ``action`` + ``action_value`` press a button; ``rewind_to_turn``
     goes back; ``action: restart`` starts a new session (a new id; the finished one stays as it was)."""
     _check_owner(conversations.store, body.session_id, owner, auth)
-    return conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
+    response = conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
+    queue_latest_answer(conversations.store, response.session_id)  # a failed or critical answer is reviewed
+    return response
 
 
 @app.get("/api/sessions/{session_id}", response_model=SessionSummary, summary="保存された問診セッション",

@@ -12,7 +12,8 @@ An :class:`Identity` comes from (first that applies, see :func:`resolve_identity
 3. a display name the user typed (``source="local"``, shown as unverified);
 4. otherwise :data:`ANONYMOUS`.
 
-Everyone is an ``operator``. ``admin`` comes from a **verified e-mail** listed in ``KAIWA_ADMINS`` (e-mails
+Everyone is an ``operator``. ``reviewer`` (the review queues, issue #22) comes from a verified e-mail listed in
+``KAIWA_REVIEWERS``, by the same rule as admin; admins may review too. ``admin`` comes from a **verified e-mail** listed in ``KAIWA_ADMINS`` (e-mails
 only: the OIDC ``email`` claim, not used when the provider sends ``email_verified: false``, or the trusted
 proxy's e-mail header), never from a name (an OIDC ``name`` claim is editable by its user at most identity
 providers, ``X-Forwarded-User`` is a user name, and anyone can type a local name); or from unlocking the
@@ -31,11 +32,13 @@ from typing import Any, Mapping, Sequence
 
 OPERATOR = "operator"
 ADMIN = "admin"
+REVIEWER = "reviewer"
 MAX_VALUE_CHARS = 200  # header values and typed names are cut to this many characters
 _RAW_CAP = 4 * MAX_VALUE_CHARS  # never look at more than this of an untrusted value
 
 _BOTH = frozenset({OPERATOR, ADMIN})
 _ADMIN_ONLY = frozenset({ADMIN})
+_REVIEWERS = frozenset({REVIEWER, ADMIN})
 PERMISSIONS: dict[str, frozenset[str]] = {
     "manual.write": _ADMIN_ONLY,  # upload, replace, delete manuals; rebuild the index
     "prompt.write": _ADMIN_ONLY,
@@ -45,6 +48,9 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "entry.edit": _BOTH,
     "entry.confirm": _BOTH,
     "booking.update": _BOTH,
+    "review.work": _REVIEWERS,  # claim, judge, skip review items; turn a reviewed item into a regression case
+    "review.config": _ADMIN_ONLY,  # edit the review labels (score configuration)
+    "review.unmasked": _ADMIN_ONLY,  # see an item's personal data when its entry was kept with contract text
 }
 
 
@@ -78,6 +84,11 @@ class Identity:
     def is_admin(self) -> bool:
         return ADMIN in self.roles
 
+    @property
+    def is_reviewer(self) -> bool:
+        """May work the review queues (``reviewer`` from ``KAIWA_REVIEWERS``, or admin)."""
+        return bool(self.roles & _REVIEWERS)
+
     def can(self, permission: str) -> bool:
         return bool(self.roles & PERMISSIONS.get(permission, frozenset()))
 
@@ -91,6 +102,7 @@ class AuthSettings:
     email_header: str = "X-Forwarded-Email"
     trust_proxy: bool = False
     admins: frozenset[str] = frozenset()  # casefolded e-mails (entries without "@" are not admins of anything)
+    reviewers: frozenset[str] = frozenset()  # casefolded e-mails of KAIWA_REVIEWERS (the same rule)
     admin_password: str | None = None
     oidc_configured: bool = False
 
@@ -118,11 +130,13 @@ def load_auth_settings(environ: Mapping[str, str] | None = None, secrets: Mappin
         return value.strip() if isinstance(value, str) and value.strip() else None
 
     admins = frozenset(a.strip().casefold() for a in (get("KAIWA_ADMINS") or "").split(",") if "@" in a)
+    reviewers = frozenset(a.strip().casefold() for a in (get("KAIWA_REVIEWERS") or "").split(",") if "@" in a)
     return AuthSettings(
         user_header=get("KAIWA_USER_HEADER") or AuthSettings.user_header,
         email_header=get("KAIWA_EMAIL_HEADER") or AuthSettings.email_header,
         trust_proxy=(get("KAIWA_TRUST_PROXY_HEADERS") or "0").lower() in _TRUE,
         admins=admins,
+        reviewers=reviewers,
         admin_password=get("admin_password") or get("KAIWA_ADMIN_PASSWORD"),
         oidc_configured=isinstance(secrets.get("auth"), Mapping),
     )
@@ -171,8 +185,12 @@ def _email(value: str) -> str | None:
 def _roles(settings: AuthSettings, email: str | None, source: str, admin_unlocked: bool) -> frozenset[str]:
     """Admin by a verified e-mail in ``KAIWA_ADMINS`` (``email`` is only ever a verified one here) or the
     unlocked password; a name never counts."""
-    is_admin = admin_unlocked or (source in ("oidc", "proxy") and bool(email) and email.casefold() in settings.admins)
-    return frozenset({OPERATOR, ADMIN}) if is_admin else frozenset({OPERATOR})
+    verified = source in ("oidc", "proxy") and bool(email)
+    is_admin = admin_unlocked or (verified and email.casefold() in settings.admins)
+    roles = {OPERATOR, ADMIN} if is_admin else {OPERATOR}
+    if verified and email.casefold() in settings.reviewers:
+        roles.add(REVIEWER)
+    return frozenset(roles)
 
 
 def _make(settings: AuthSettings, name: str, email: str | None, source: str, admin_unlocked: bool,

@@ -16,7 +16,7 @@ from core.llm.registry import PROVIDER_LABELS
 from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
 from core.text.spreadsheet import csv_bytes, safe_frame
-from ui import cache
+from ui import cache, review_quality
 from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 from ui.session import leave_pages_directory_mode
 
@@ -186,3 +186,6 @@ with faq:
     st.subheader("該当記事がなかった質問（多い順）")
     st.caption("個人情報はマスクしています。ナレッジベースに追加すべき記事の候補です。")
     show("faq_not_found")
+
+st.divider()
+review_quality.section(since, until)  # 👍 rate, verdicts, labels, reviewer agreement (core.review.quality)

@@ -8,6 +8,7 @@ from core.ids import new_id
 from core.knowledge.ask import MAX_QUESTION_CHARS, ask
 from core.knowledge.ask_slots import AskBusy, ask_slot
 from core.knowledge.retrieval import knowledge_index
+from ui.feedback import ask_feedback
 from ui.knowledge_base import answer_view
 from ui.session import debug_sink, leave_pages_directory_mode, provider_caption, store
 
@@ -38,3 +39,4 @@ if asked:
             st.warning(busy.message, icon="⏳")
 
 answer_view(state.get("ask_last"))
+ask_feedback(state.get("ask_last"), state.get("ask_session_id"), getattr(state.llm_client, "model", ""))

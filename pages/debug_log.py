@@ -12,7 +12,7 @@ import streamlit as st
 
 from ui import cache
 from ui.session import leave_pages_directory_mode, provider_caption, store
-from ui.workbench import batch, promote, records, replay
+from ui.workbench import batch, promote, records, replay, reviewed
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -38,7 +38,8 @@ def opened() -> dict | None:
         store().get_debug_records([record_id]).get(record_id)
 
 
-tab_records, tab_replay, tab_batch, tab_promote = st.tabs(["記録", "再実行", "一括再実行", "シナリオ化"])
+tab_records, tab_replay, tab_batch, tab_promote, tab_reviewed = st.tabs(["記録", "再実行", "一括再実行", "シナリオ化",
+                                                                         "レビュー済みセット"])
 with tab_records:
     records.records_tab(filtered, replay.open_replay)
 with tab_replay:
@@ -47,3 +48,5 @@ with tab_batch:
     batch.batch_tab(filtered.query, cache.debug_values("task"))
 with tab_promote:  # after the replay tab, which opens the newest record when none is open yet
     promote.promote_tab(filtered.conversation, opened() or {})
+with tab_reviewed:  # the reviewers' regression cases against this tab's provider and model (core.review.replay)
+    reviewed.reviewed_tab()

@@ -9,6 +9,7 @@ from core.diagnosis.conversation import DiagnosisConversations
 from core.text.markup import safe_markdown, safe_text
 from ui import outage
 from ui.conversations import bind_conversation, recent_conversations
+from ui.feedback import answer_feedback
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 from ui.streaming import streaming
 
@@ -194,5 +195,6 @@ for i, entry in enumerate(transcript):
                           on_click=_rewind, args=(entry["turn"],))
             continue
         _assistant(entry)
+        answer_feedback("diagnosis", state.get("diagnosis_conversation_id"), i, latest=i == len(transcript) - 1)
         if i == len(transcript) - 1:
             _prompt_widgets(response.prompt, response.current_step)

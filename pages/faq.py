@@ -9,6 +9,7 @@ from core.faq.report import latency_frame, outcome_badge, trace_frame, without_a
 from core.text.markup import safe_markdown, safe_text
 from ui import outage, safe
 from ui.conversations import bind_conversation, recent_conversations
+from ui.feedback import answer_feedback
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
 from ui.streaming import streaming
 
@@ -112,3 +113,4 @@ for i, turn in enumerate(state.faq_chat):
             st.caption("根拠の記事")
             _show_citations(turn["citations"])
         _show_trace(turn, i, latest=i == len(state.faq_chat) - 1)
+        answer_feedback("faq", state.faq_conversation_id, i, latest=i == len(state.faq_chat) - 1)

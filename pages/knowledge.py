@@ -8,6 +8,7 @@ from core.knowledge.conversation import KnowledgeConversations
 from ui import knowledge_chat, outage
 from ui.conversations import bind_conversation, recent_conversations
 from ui.display_name import recorded_as
+from ui.feedback import answer_feedback
 from ui.knowledge_base import similar_panel
 from ui.safe import lines
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
@@ -88,7 +89,8 @@ if ready is not None:
 
 chat_col, side_col = st.columns([3, 2], gap="large")
 with chat_col:
-    knowledge_chat.transcript(state.chat, debug=bool(state.get("debug_enabled")), on_resend=_resend)
+    knowledge_chat.transcript(state.chat, debug=bool(state.get("debug_enabled")), on_resend=_resend,
+                              on_answer=lambda i, latest: answer_feedback("knowledge", state.session_id, i, latest=latest))
 
 with side_col:
     knowledge_chat.progress_panel(state.chat, state.knowledge_outputs)

@@ -17,7 +17,7 @@ def _own_store(monkeypatch, tmp_path):
     """Every test gets its own SQLite store file (never the developer's var/kaiwa.db), and prompts are read
     from the files until the test opens its store (``get_store()`` serves that store's saved versions)."""
     monkeypatch.setenv("KAIWA_DB_URL", f"sqlite:///{tmp_path / 'kaiwa-test.db'}")
-    for var in ("KAIWA_ADMINS", "KAIWA_ADMIN_PASSWORD", "KAIWA_TRUST_PROXY_HEADERS"):
+    for var in ("KAIWA_ADMINS", "KAIWA_ADMIN_PASSWORD", "KAIWA_TRUST_PROXY_HEADERS", "KAIWA_REVIEWERS", "KAIWA_REVIEW_SAMPLE"):
         monkeypatch.delenv(var, raising=False)
     core.prompts.set_prompt_source(None)
     yield

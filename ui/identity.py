@@ -128,7 +128,7 @@ def render_identity_sidebar() -> Identity:
     who = current_identity(settings)
     with st.sidebar:
         st.subheader("利用者")
-        role = "管理者" if who.is_admin else "オペレーター"
+        role = "管理者" if who.is_admin else "レビュアー" if who.is_reviewer else "オペレーター"
         st.markdown(f"👤 **{plain(who.label)}**（{role}）")
         st.caption(SOURCE_LABELS.get(who.source, who.source) + (f" · {plain(who.email)}" if who.email else ""))
         if settings.oidc_configured:

@@ -136,38 +136,47 @@ def resolve_pending(state: Any) -> tuple[str, list] | None:
     return None
 
 
-def transcript(chat: list[dict[str, Any]], *, debug: bool, on_resend: Callable[[str], None]) -> None:
+def transcript(chat: list[dict[str, Any]], *, debug: bool, on_resend: Callable[[str], None],
+               on_answer: Callable[[int, bool], None] | None = None) -> None:
     """The chat so far. A failed turn shows seed 003's plain message (details only in debug mode) and a
-    resend button that calls ``on_resend(retry_of)``."""
+    resend button that calls ``on_resend(retry_of)``. ``on_answer(index, latest)`` draws what goes under each
+    assistant answer (its 👍/👎)."""
     if not chat:
         with st.chat_message("assistant"):
             st.markdown(GREETING)
-    for entry in chat:
+    for i, entry in enumerate(chat):
         with st.chat_message(entry["role"]):
-            if entry.get("failed") and entry["role"] == "assistant":
-                if debug:  # internal details only in debug mode
-                    st.error(f"⚠️ {entry['content']}（{entry.get('error_type')}、{entry.get('attempts', 0)} 回試行）")
-                    st.code("\n".join(entry.get("errors") or []) or "-", language=None)
-                    with st.expander("モデルの生出力", expanded=True):
-                        st.code(entry.get("raw") or "（出力なし）", language="json")
-                else:  # seed 003 §2.2: the user sees a temporary error
-                    st.error("⚠️ 一時的なエラーが発生しました。入力内容は保持しています。同じ内容で再送信してください。")
-                if st.button("同じ内容で再送信", key=f"resend_{entry.get('retry_of')}"):
-                    on_resend(entry["retry_of"])
-                    st.rerun()
-                continue
-            st.markdown(safe_markdown(entry["content"]) or "（添付のみ）")
-            for att in entry.get("attachments") or []:
-                st.caption(f"📎 {plain(att['name'])}（{att['summary']}）")
-            if entry["role"] == "user" and entry.get("gated"):
-                with st.expander("送信しなかった全文（コピーして短くしてから送り直せます）"):
-                    st.code(entry.get("user_text") or "", language=None, wrap_lines=True)
-            if entry["role"] == "user" and entry.get("file_texts"):
-                with st.expander("抽出したテキスト（先頭）"):
-                    for text in entry["file_texts"]:
-                        st.text(text[:800])
-            if entry.get("method") and debug:  # internal captions only in debug mode
-                st.caption(f"方式: {entry['method']} · 呼び出し {entry.get('attempts', 1)} 回 · {schema_caption(entry)}")
+            _entry(entry, debug, on_resend)
+            if on_answer is not None and entry["role"] == "assistant":
+                on_answer(i, i == len(chat) - 1)
+
+
+def _entry(entry: dict[str, Any], debug: bool, on_resend: Callable[[str], None]) -> None:
+    """One chat entry; a failed answer shows seed 003's plain message and the resend button."""
+    if entry.get("failed") and entry["role"] == "assistant":
+        if debug:  # internal details only in debug mode
+            st.error(f"⚠️ {entry['content']}（{entry.get('error_type')}、{entry.get('attempts', 0)} 回試行）")
+            st.code("\n".join(entry.get("errors") or []) or "-", language=None)
+            with st.expander("モデルの生出力", expanded=True):
+                st.code(entry.get("raw") or "（出力なし）", language="json")
+        else:  # seed 003 §2.2: the user sees a temporary error
+            st.error("⚠️ 一時的なエラーが発生しました。入力内容は保持しています。同じ内容で再送信してください。")
+        if st.button("同じ内容で再送信", key=f"resend_{entry.get('retry_of')}"):
+            on_resend(entry["retry_of"])
+            st.rerun()
+        return
+    st.markdown(safe_markdown(entry["content"]) or "（添付のみ）")
+    for att in entry.get("attachments") or []:
+        st.caption(f"📎 {plain(att['name'])}（{att['summary']}）")
+    if entry["role"] == "user" and entry.get("gated"):
+        with st.expander("送信しなかった全文（コピーして短くしてから送り直せます）"):
+            st.code(entry.get("user_text") or "", language=None, wrap_lines=True)
+    if entry["role"] == "user" and entry.get("file_texts"):
+        with st.expander("抽出したテキスト（先頭）"):
+            for text in entry["file_texts"]:
+                st.text(text[:800])
+    if entry.get("method") and debug:  # internal captions only in debug mode
+        st.caption(f"方式: {entry['method']} · 呼び出し {entry.get('attempts', 1)} 回 · {schema_caption(entry)}")
 
 
 def progress_panel(chat: list[dict[str, Any]], outputs: list[dict[str, Any]] | None = None) -> None:

@@ -7,7 +7,8 @@ the scenario file's path (the knowledge flow resolves attachment paths against i
 that is missing or raises, or a malformed scenario, is a failed scenario (never a crash). Exit
 status of :func:`main`: 0 when every scenario passed, 1 when any failed, 2 when a file cannot be
 read or parsed (or none given). ``--from-library`` adds the knowledge library's confirmed entries as a
-regression set (:mod:`core.eval.library`).
+regression set (:mod:`core.eval.library`); ``--stored`` adds the regression cases reviewers made from reviewed
+answers (table ``review_scenarios``, :func:`run_stored`).
 """
 from __future__ import annotations
 
@@ -176,6 +177,21 @@ def run_library(db_url: str | None = None, provider: str = "offline", *,
     return results, skipped, len(scenarios)
 
 
+def stored_scenarios(store: Store) -> list[dict[str, Any]]:
+    """The active regression cases made from reviews (``core.review.regression``), oldest first."""
+    return [row["scenario"] for row in store.list_review_scenarios() if isinstance(row.get("scenario"), dict)]
+
+
+def run_stored(db_url: str | None = None, provider: str = "offline") -> list[ScenarioResult]:
+    """Every stored regression case of the store at ``db_url``, run on ``provider``."""
+    store = Store(db_url or default_url())
+    try:
+        scenarios = stored_scenarios(store)
+    finally:
+        store.engine.dispose()
+    return [run_scenario(s, lambda: make_client(provider), source="store:review_scenarios") for s in scenarios]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.eval", description="Run conversation-flow scenarios.")
     parser.add_argument("files", nargs="*", help="scenario files (YAML / JSON) or directories of them")
@@ -183,11 +199,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--from-library", action="store_true",
                         help="the knowledge library's confirmed entries as a regression set for the knowledge flow")
-    parser.add_argument("--db", help="the store to read the library from (default KAIWA_DB_URL or var/kaiwa.db)")
+    parser.add_argument("--stored", action="store_true",
+                        help="the regression cases made from reviewed answers, stored in the store")
+    parser.add_argument("--db", help="the store to read the library or the stored cases from "
+                                     "(default KAIWA_DB_URL or var/kaiwa.db)")
     parser.add_argument("--write", metavar="FILE", help="with --from-library: save the set as a scenario file")
     args = parser.parse_args(argv)
-    if not args.files and not args.from_library:
-        parser.error("give scenario files or --from-library")
+    if not args.files and not args.from_library and not args.stored:
+        parser.error("give scenario files, --from-library or --stored")
     results: list[ScenarioResult] = []
     if args.from_library:
         library_results, skipped, count = run_library(args.db, args.provider, write=args.write)
@@ -197,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {count} scenarios to {args.write}", file=sys.stderr)
             return 0 if count else 2
         results += library_results
+    if args.stored:
+        stored = run_stored(args.db, args.provider)
+        print(f"stored: {len(stored)} regression cases from reviews", file=sys.stderr)
+        results += stored
     try:
         results += run_files(args.files, provider=args.provider) if args.files else []
     except ScenarioFileError as exc:

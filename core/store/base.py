@@ -134,7 +134,8 @@ def who(actor: Any) -> tuple[str, str, str, bool]:
 
 PERMISSION_JA = {"manual.write": "マニュアルの変更", "prompt.write": "プロンプトの保存", "entry.archive": "ナレッジのアーカイブ",
                  "debug.clear": "デバッグログの消去", "entry.edit": "ナレッジの編集", "entry.confirm": "ナレッジの確定",
-                 "booking.update": "予約の変更"}
+                 "booking.update": "予約の変更", "review.work": "回答のレビュー", "review.config": "レビューのスコア設定の変更",
+                 "review.unmasked": "個人情報を含む表示"}
 
 
 def distinct_values(conn: Any, table: str, column: str, limit: int = 1000) -> list[Any]:

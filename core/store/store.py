@@ -6,7 +6,8 @@ record who (``Identity.user_id`` / label / roles) and when; changes to shared da
 bookings, debug records) check the actor's permission and leave an audit row.
 
 ``Store`` is assembled from one part per kind of data (``conversations``, ``library``, ``bookings``,
-``debug_records``, ``admin_attempts``, ``rollups``: 分析's counts) over ``base`` (engine, transactions, actors, audit log).
+``debug_records``, ``admin_attempts``, ``rollups``: 分析's counts, ``review``) over ``base`` (engine, transactions, actors,
+audit log).
 Nothing here imports Streamlit: pages, the HTTP API and tests use the same methods.
 """
 from __future__ import annotations
@@ -32,12 +33,14 @@ from core.store.debug_records import DebugRecordsStore
 from core.store.library import LibraryStore
 from core.store.prompt_versions import serve_prompts
 from core.store.rollups import RollupsStore
+from core.store.review import ReviewStore
 
 __all__ = ["BOOKING_STATUSES", "ENTRY_STATUSES", "FLOWS", "UNSTORED_ENTRY_KEYS", "Actor", "Store", "entry_digest",
            "get_store", "now_iso", "storable_entry"]
 
 
 class Store(ConversationsStore, LibraryStore, BookingsStore, DebugRecordsStore, AdminAttemptsStore, RollupsStore,
+            ReviewStore,
             StoreBase):
     """All reads and writes of the console's shared data."""
 

@@ -329,3 +329,109 @@ rollup_versions = Table(  # bumped by a refresh that changed the conversation ro
     Column("name", String(40), primary_key=True),
     Column("value", Integer, nullable=False, default=0),
 )
+
+# ---- the reviewers' loop (issue #22): feedback on answers, review items, labels, stored regression cases ----
+# An answer is addressed by its conversation and ``turn``: the index of its entry among the conversation's live
+# chat entries (``Store.chat_entries``; ナレッジに質問 answers, which are not stored conversations, use the page's
+# own ``ask-…`` id and the answer's number in it).
+review_feedback = Table(
+    "review_feedback", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(80), nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("flow", String(16), nullable=False),            # knowledge / diagnosis / faq / ask
+    Column("prompt_version", String(120), nullable=False, default=""),  # "<prompt>@<version>" that produced it
+    Column("model", String(200), nullable=False, default=""),
+    Column("rating", String(4), nullable=False),           # up / down
+    Column("comment", Text, nullable=False, default=""),
+    Column("given_by", String(200), nullable=False, default=""),
+    Column("given_by_label", String(200), nullable=False, default=""),
+    Column("verified", Boolean, nullable=False, default=False),
+    Column("created_at", String(32), nullable=False),
+)
+Index("ix_review_feedback_answer", review_feedback.c.conversation_id, review_feedback.c.turn)
+Index("ix_review_feedback_created", review_feedback.c.created_at)
+
+review_items = Table(
+    "review_items", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(80), nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("flow", String(16), nullable=False),
+    Column("reason", String(20), nullable=False),          # thumbs_down / failed_call / repaired_call / faq_not_found / critical / sample
+    Column("status", String(12), nullable=False, default="pending"),  # pending / claimed / done / skipped
+    Column("prompt_version", String(120), nullable=False, default=""),
+    Column("model", String(200), nullable=False, default=""),
+    Column("snapshot", Text, nullable=False, default="{}"),  # JSON: the question, the answer and its facts when queued
+    Column("reviews_wanted", Integer, nullable=False, default=1),  # 2 for the double-reviewed sample
+    Column("review_count", Integer, nullable=False, default=0),
+    Column("claimed_by", String(200), nullable=True),
+    Column("claimed_by_label", String(200), nullable=True),
+    Column("claim_until", String(32), nullable=True),      # a claim lapses then (UTC ISO)
+    Column("verdict", String(12), nullable=True),          # correct / partial / incorrect (the first review's)
+    Column("labels", Text, nullable=False, default="[]"),  # JSON list
+    Column("comment", Text, nullable=False, default=""),
+    Column("corrected_answer", Text, nullable=True),       # JSON: {text, urgency, outcome, citations, fields, must_include}
+    Column("reviewed_by", String(200), nullable=True),
+    Column("reviewed_by_label", String(200), nullable=True),
+    Column("reviewed_at", String(32), nullable=True),
+    Column("scenario_id", Integer, nullable=True),         # the regression case made from it
+    Column("created_at", String(32), nullable=False),
+    Column("updated_at", String(32), nullable=False),
+)
+Index("ux_review_items_answer", review_items.c.conversation_id, review_items.c.turn, unique=True)
+Index("ix_review_items_status", review_items.c.status, review_items.c.id)
+Index("ix_review_items_claims", review_items.c.status, review_items.c.claim_until)  # lapsed claims, found at once
+Index("ix_review_items_flow", review_items.c.flow, review_items.c.status, review_items.c.id)
+Index("ix_review_items_prompt", review_items.c.prompt_version, review_items.c.id)
+Index("ix_review_items_reviewer", review_items.c.reviewed_by, review_items.c.id)
+Index("ix_review_items_created", review_items.c.created_at, review_items.c.id)
+Index("ix_review_items_reviewed", review_items.c.reviewed_at)
+
+review_item_labels = Table(                              # one row per label of an item's verdict: the label filter
+    "review_item_labels", metadata,
+    Column("item_id", Integer, ForeignKey("review_items.id", ondelete="CASCADE"), primary_key=True),
+    Column("label", String(60), primary_key=True),
+)
+Index("ix_review_item_labels_label", review_item_labels.c.label, review_item_labels.c.item_id)
+
+review_verdicts = Table(                                 # every review of an item (two for the double-reviewed sample)
+    "review_verdicts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False),
+    Column("reviewer", String(200), nullable=False),
+    Column("reviewer_label", String(200), nullable=False, default=""),
+    Column("verdict", String(12), nullable=False),
+    Column("labels", Text, nullable=False, default="[]"),
+    Column("comment", Text, nullable=False, default=""),
+    Column("corrected_answer", Text, nullable=True),
+    Column("created_at", String(32), nullable=False),
+)
+Index("ux_review_verdicts_item_reviewer", review_verdicts.c.item_id, review_verdicts.c.reviewer, unique=True)
+Index("ix_review_verdicts_created", review_verdicts.c.created_at)
+
+review_labels = Table(                                   # the score configuration an admin edits
+    "review_labels", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(60), nullable=False, unique=True),
+    Column("description", Text, nullable=False, default=""),
+    Column("position", Integer, nullable=False, default=0),
+    Column("active", Boolean, nullable=False, default=True),
+    Column("updated_by", String(200), nullable=False, default=""),
+    Column("updated_by_label", String(200), nullable=False, default=""),
+    Column("updated_at", String(32), nullable=False),
+)
+
+review_scenarios = Table(                                # regression cases made from reviewed items (core.eval scenarios)
+    "review_scenarios", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("review_items.id", ondelete="SET NULL"), nullable=True),
+    Column("flow", String(16), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("scenario", Text, nullable=False),              # JSON of the scenario (name, flow, vehicle?, turns, expect)
+    Column("active", Boolean, nullable=False, default=True),
+    Column("created_by", String(200), nullable=False, default=""),
+    Column("created_by_label", String(200), nullable=False, default=""),
+    Column("created_at", String(32), nullable=False),
+)
+Index("ix_review_scenarios_item", review_scenarios.c.item_id)

@@ -26,7 +26,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 # The server never sees a real provider, an admin list or proxy trust from the developer's shell.
 SCRUBBED_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "KAIWA_PROVIDER", "KAIWA_STRATEGIES",
                 "CHROMA_HOST", "CHROMA_PORT", "CHROMA_DATABASE", "KAIWA_ADMINS", "KAIWA_ADMIN_PASSWORD",
-                "KAIWA_TRUST_PROXY_HEADERS", "KAIWA_DB_URL", "KAIWA_PROMPT_REFRESH")
+                "KAIWA_TRUST_PROXY_HEADERS", "KAIWA_DB_URL", "KAIWA_PROMPT_REFRESH", "KAIWA_REVIEWERS", "KAIWA_REVIEW_SAMPLE")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ def test_debug_page_lists_every_call(app):
     assert list(table["タスク"]) == ["knowledge_llm_turn"]
     assert any("ネイティブ JSON Schema" in e.label for e in app.expander)
     assert any(b.label == "JSONL をダウンロード" for b in app.get("download_button"))
-    assert [t.label for t in app.tabs] == ["記録", "再実行", "一括再実行", "シナリオ化"]
+    assert [t.label for t in app.tabs] == ["記録", "再実行", "一括再実行", "シナリオ化", "レビュー済みセット"]
 
 
 def test_debug_off_records_nothing(app):
