@@ -21,14 +21,13 @@ never echoing the input; a body over 64 KB is refused by the app's size limit (4
 from __future__ import annotations
 
 import threading
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from api.errors import TEXTS, japanese_errors
 from core.identity import Identity
 from core.knowledge.ask import MAX_QUESTION_CHARS, ask
 from core.knowledge.ask_slots import AskBusy, ask_slot
@@ -45,64 +44,10 @@ MAX_QUERY_CHARS = 200
 MAX_LIST = 100
 FIELD_LABELS = {"question": "question（質問）", "q": "q（検索語）", "contract_type": "contract_type（契約類型）",
                 "status": "status（状態）", "limit": "limit（件数）", "body": "リクエスト本文"}
-_TEXT = {
-    "missing": "必須です",
-    "string_too_short": "空にはできません",
-    "string_too_long": "{max_length} 文字以内にしてください",
-    "string_type": "文字列で指定してください",
-    "literal_error": "draft / confirmed / archived のいずれかを指定してください",
-    "int_parsing": "整数で指定してください",
-    "greater_than_equal": "{ge} 以上にしてください",
-    "less_than_equal": "{le} 以下にしてください",
-    "extra_forbidden": "不明な項目です",
-    "model_attributes_type": "JSON オブジェクトで送ってください",
-    "json_invalid": "JSON として読めません",
-}
+_TEXT = {**TEXTS, "literal_error": "draft / confirmed / archived のいずれかを指定してください"}
 
 
-def _field(loc: tuple) -> str:
-    """The parameter or body field at fault, only when it is one of ours (an unknown key a caller sent
-    is not echoed back)."""
-    name = loc[1] if len(loc) > 1 else ""
-    return name if isinstance(name, str) and name in FIELD_LABELS else "body"
-
-
-def _message(error: dict) -> str:
-    template = _TEXT.get(str(error.get("type", "")))
-    if template:
-        try:
-            return template.format(**(error.get("ctx") or {}))
-        except (KeyError, IndexError, ValueError):
-            pass
-    return "不正な値です"
-
-
-def invalid_request(exc: RequestValidationError) -> JSONResponse:
-    fields: dict[str, dict[str, str]] = {}
-    for error in exc.errors():
-        name = _field(tuple(error.get("loc") or ()))
-        fields.setdefault(name, {"field": name, "message": _message(error), "type": str(error.get("type", ""))})
-    listed = "、".join(f"{FIELD_LABELS[f['field']]}（{f['message']}）" for f in fields.values())
-    return JSONResponse({"detail": f"リクエストの内容に誤りがあります: {listed}", "errors": list(fields.values())},
-                        status_code=422)
-
-
-class JapaneseErrors(APIRoute):
-    """This router's validation errors as Japanese 422s (module docstring)."""
-
-    def get_route_handler(self) -> Callable:
-        handler = super().get_route_handler()
-
-        async def route(request: Request):
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                return invalid_request(exc)
-
-        return route
-
-
-router = APIRouter(route_class=JapaneseErrors, tags=["knowledge"])
+router = APIRouter(route_class=japanese_errors(FIELD_LABELS, _TEXT), tags=["knowledge"])
 
 _client_lock = threading.Lock()
 _client: list[Any] = []

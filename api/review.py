@@ -21,15 +21,14 @@ change is audited with the caller. Bad input gets a Japanese 422 naming the fiel
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
+from api.errors import invalid, japanese_errors
 from core.identity import AuthSettings, Identity, load_auth_settings, resolve_identity
 from core.review.answers import NotAnAnswer
 from core.review.export import export_csv, export_jsonl
@@ -49,66 +48,13 @@ FIELD_LABELS = {"session_id": "session_id", "turn": "turn（回答の位置）",
                 "labels": "labels（ラベル）", "corrected_answer": "corrected_answer（修正後の回答）",
                 "item_id": "item_id", "flow": "flow", "status": "status", "limit": "limit", "offset": "offset", "format": "format",
                 "body": "リクエスト本文"}
-_TEXT = {
-    "missing": "必須です",
-    "string_too_long": "{max_length} 文字以内にしてください",
-    "string_type": "文字列で指定してください",
-    "int_type": "整数で指定してください",
-    "int_parsing": "整数で指定してください",
-    "literal_error": "{expected} のいずれかを指定してください",
-    "list_type": "リストで指定してください",
-    "too_long": "{max_length} 個以内にしてください",
-    "greater_than_equal": "{ge} 以上にしてください",
-    "less_than_equal": "{le} 以下にしてください",
-    "extra_forbidden": "不明な項目です",
-    "model_attributes_type": "JSON オブジェクトで送ってください",
-    "model_type": "JSON オブジェクトで送ってください",
-    "json_invalid": "JSON として読めません",
-    "nul_character": "NUL 文字（U+0000）は使えません",
-}
-
-
-def _field(loc: tuple) -> str:
-    name = loc[1] if len(loc) > 1 else ""
-    return name if isinstance(name, str) and name in FIELD_LABELS else "body"
-
-
-def _message(error: dict) -> str:
-    template = _TEXT.get(str(error.get("type", "")))
-    if template:
-        try:
-            return template.format(**(error.get("ctx") or {}))
-        except (KeyError, IndexError, ValueError):
-            pass
-    return "不正な値です"
 
 
 def _invalid(fields: list[dict[str, str]]) -> JSONResponse:
-    listed = "、".join(f"{FIELD_LABELS.get(f['field'], f['field'])}（{f['message']}）" for f in fields)
-    return JSONResponse({"detail": f"リクエストの内容に誤りがあります: {listed}", "errors": fields}, status_code=422)
+    return invalid(fields, FIELD_LABELS)
 
 
-class JapaneseErrors(APIRoute):
-    """This router's validation errors as Japanese 422s (the input is never echoed back)."""
-
-    def get_route_handler(self) -> Callable:
-        handler = super().get_route_handler()
-
-        async def route(request: Request):
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                fields: dict[str, dict[str, str]] = {}
-                for error in exc.errors():
-                    name = _field(tuple(error.get("loc") or ()))
-                    fields.setdefault(name, {"field": name, "message": _message(error),
-                                             "type": str(error.get("type", ""))})
-                return _invalid(list(fields.values()))
-
-        return route
-
-
-router = APIRouter(route_class=JapaneseErrors, tags=["review"])
+router = APIRouter(route_class=japanese_errors(FIELD_LABELS), tags=["review"])
 
 
 # ---- dependencies ------------------------------------------------------------------------------

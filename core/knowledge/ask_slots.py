@@ -6,10 +6,11 @@ process); what keeps a long one from holding the rest up is the bounded query te
 ``core.rag.embeddings`` (and its cache of query vectors)."""
 from __future__ import annotations
 
-import os
 import threading
 from contextlib import contextmanager
 from typing import Iterator, Mapping
+
+from core.env import bounded
 
 DEFAULT_ASK_SLOTS = 8
 ASK_BUSY_MESSAGE = ("ただいまナレッジへの質問が混み合っています（同時に受け付けられるのは {slots} 件までです）。"
@@ -17,12 +18,8 @@ ASK_BUSY_MESSAGE = ("ただいまナレッジへの質問が混み合ってい�
 
 
 def ask_slots(environ: Mapping[str, str] | None = None) -> int:
-    raw = ((os.environ if environ is None else environ).get("KAIWA_ASK_CONCURRENCY") or "").strip()
-    try:
-        value = int(raw) if raw else DEFAULT_ASK_SLOTS
-    except ValueError:
-        return DEFAULT_ASK_SLOTS
-    return value if 1 <= value <= 64 else DEFAULT_ASK_SLOTS
+    """Questions answered at once: ``KAIWA_ASK_CONCURRENCY`` (1–64), else :data:`DEFAULT_ASK_SLOTS`."""
+    return bounded("KAIWA_ASK_CONCURRENCY", DEFAULT_ASK_SLOTS, 1, 64, cast=int, environ=environ)
 
 
 ASK_SLOTS = ask_slots()

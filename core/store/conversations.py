@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import secrets
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from core.env import bounded
 from core.ids import new_id
 from core.store import tables as t
 from core.store.base import FLOWS, dumps, loads, storable_entry, turn_columns, who
@@ -58,12 +58,7 @@ class TurnBusy(RuntimeError):
 def turn_wait(environ: Mapping[str, str] | None = None) -> float:
     """Seconds a turn waits for a running turn of the same conversation: ``KAIWA_TURN_WAIT``, else
     :data:`TURN_WAIT_SECONDS` (an unusable value falls back to the default)."""
-    raw = ((os.environ if environ is None else environ).get("KAIWA_TURN_WAIT") or "").strip()
-    try:
-        value = float(raw) if raw else TURN_WAIT_SECONDS
-    except ValueError:
-        return TURN_WAIT_SECONDS
-    return value if 0 <= value <= 3600 else TURN_WAIT_SECONDS
+    return bounded("KAIWA_TURN_WAIT", TURN_WAIT_SECONDS, 0, 3600, environ=environ)
 
 
 # Every analytic column a turn row may carry: a multi-row insert names the same keys in every row.
@@ -75,12 +70,7 @@ _TURN_DEFAULTS = {**{k: None for k in ("user_input", "attachments", "turn_json",
 def turn_lease(environ: Mapping[str, str] | None = None) -> float:
     """Seconds a turn's lease lasts without a heartbeat: ``KAIWA_TURN_LEASE`` (0.5–300), else
     :data:`TURN_LEASE_SECONDS`."""
-    raw = ((os.environ if environ is None else environ).get("KAIWA_TURN_LEASE") or "").strip()
-    try:
-        value = float(raw) if raw else TURN_LEASE_SECONDS
-    except ValueError:
-        return TURN_LEASE_SECONDS
-    return value if 0.5 <= value <= 300 else TURN_LEASE_SECONDS
+    return bounded("KAIWA_TURN_LEASE", TURN_LEASE_SECONDS, 0.5, 300, environ=environ)
 
 
 class _Heartbeat(threading.Thread):
