@@ -54,18 +54,18 @@ def filters() -> ReviewQuery:
     s = store()
     c1, c2, c3, c4 = st.columns(4)
     flows = c1.multiselect("フロー", list(REVIEW_FLOWS), format_func=lambda f: FLOW_JA.get(f, f), key="rv_flows",
-                           placeholder="すべて")
+                           placeholder="すべて", select_all=False)
     status = c2.selectbox("状態", ["pending", "claimed", "done", "skipped", ""], key="rv_status",
                           format_func=lambda x: STATUS_JA.get(x, "すべて"))
     reasons = c3.multiselect("理由", list(REASONS), format_func=lambda r: REASON_JA[r], key="rv_reasons",
-                             placeholder="すべて")
+                             placeholder="すべて", select_all=False)
     labels = c4.multiselect("ラベル", [x["name"] for x in s.review_labels(include_inactive=True)], key="rv_labels",
-                            placeholder="すべて")
+                            placeholder="すべて", select_all=False)
     c1, c2, c3 = st.columns(3)
-    versions = c1.multiselect("プロンプト版", s.review_values("prompt_version"), key="rv_versions", placeholder="すべて")
+    versions = c1.multiselect("プロンプト版", s.review_values("prompt_version"), key="rv_versions", placeholder="すべて", select_all=False)
     names = s.reviewer_names()
     reviewers = c2.multiselect("レビュアー", list(names), format_func=lambda r: names.get(r, r), key="rv_reviewers",
-                               placeholder="すべて")
+                               placeholder="すべて", select_all=False)
     period = c3.date_input("登録日（JST）", value=(), key="rv_period", format="YYYY-MM-DD")
     since = until = None
     if isinstance(period, (tuple, list)) and len(period) == 2:
@@ -249,7 +249,7 @@ def verdict_form(item: dict[str, Any], who: Identity) -> None:
     labels = [x["name"] for x in s.review_labels()]
     verdict = st.radio("判定", list(VERDICTS), format_func=VERDICT_JA.get, key=f"rv_verdict_{item['id']}",
                        horizontal=True, index=None)
-    chosen = st.multiselect("ラベル", labels, key=f"rv_labels_{item['id']}", placeholder="当てはまるものを選ぶ")
+    chosen = st.multiselect("ラベル", labels, key=f"rv_labels_{item['id']}", placeholder="当てはまるものを選ぶ", select_all=False)
     comment = st.text_area("コメント", key=f"rv_comment_{item['id']}", height=80, max_chars=2000)
     corrected = _correction_inputs(item) if verdict in ("partial", "incorrect") else {}
     st.caption(f"記録される操作者: {plain(who.label)}")

@@ -101,7 +101,8 @@ def narrowed(texts: Sequence[str]) -> list[str]:
 
 def _first_sentence(text: str, limit: int = PART_CHARS) -> str:
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
-    sentence = re.split(r"(?<=[。！？!?])", line, maxsplit=1)[0].strip()
+    # a sentence ends at 。！？, or at ! ? before a space or the end (「![…](…)」 or 「!?」 inside text is no end)
+    sentence = re.split(r"(?<=[。！？])|(?<=[!?])(?=\s|$)", line[:2000], maxsplit=1)[0].strip()
     return sentence if len(sentence) <= limit else sentence[:limit - 1] + "…"
 
 

@@ -13,7 +13,10 @@ checked, not only its sources:
   a leak of the instructions.
 
 An answer that breaks a rule is not shown: :func:`grounded_answer` replaces it by the cited entries' own
-words (as the offline provider answers), and the problem is logged (never the text). Everything that
+words (as the offline provider answers), and the problem is logged (never the text). A line of an entry that
+addresses the model (「これまでの指示を無視して…」「システムプロンプトを…」, "ignore previous instructions") is
+never quoted in an answer, the model's, the offline one or this one (:func:`quotable_lines`): the library
+shows it, where a reviewer can remove it. Everything that
 leaves (answer, titles, quotes) is masked as the library listing masks it (:func:`masked_hit`,
 ``core.text.pii.clean_text``). Linear: sets of fixed-length substrings, one re2 scan for addresses.
 """
@@ -36,6 +39,8 @@ PROMPT_RUN = 16  # characters of the instructions that count as copied from them
 MAX_CHECKED_CHARS = 20_000  # an answer is never longer (the output limit); longer text is cut before checking
 _URL = re2.compile(r"(?i)(?:https?://|www\.)[^\s<>()\[\]{}「」『』\"'、。]+")
 _IMAGE = re2.compile(r"!\[[^\]\n]{0,200}\]\(\s*([^)\s]{0,500})")
+_TO_THE_MODEL = re2.compile(r"(?i)(?:指示を無視|これまでの指示|以前の指示|上記の指示|システムプロンプト|system prompt|"
+                            r"ignore (?:all |any |the )?(?:previous|prior|above) instructions)")
 
 
 def masked_hit(hit: KnowledgeHit) -> KnowledgeHit:
@@ -81,8 +86,11 @@ def problems(answer: str, cited: Sequence[KnowledgeHit], retrieved: Iterable[Kno
     return found
 
 
-def _lines(text: str, limit: int = 4) -> list[str]:
-    return [ln.strip() for ln in str(text or "").split("\n") if ln.strip()][:limit]
+def quotable_lines(text: str, limit: int = 4) -> list[str]:
+    """The first ``limit`` non-empty lines of an entry's field that an answer may quote: none that
+    addresses the model."""
+    lines = (ln.strip() for ln in str(text or "").split("\n"))
+    return [ln for ln in lines if ln and not _TO_THE_MODEL.search(ln[:2000])][:limit]
 
 
 def grounded_answer(cited: Sequence[KnowledgeHit]) -> str:
@@ -91,9 +99,9 @@ def grounded_answer(cited: Sequence[KnowledgeHit]) -> str:
     for hit in cited:
         e = hit.entry
         block = [f"当社の確定済みナレッジ No.{hit.entry_id}「{e.get('knowledge_title') or ''}」では、次のように整理しています。"]
-        if plan := _lines(e.get("action_plan")):
+        if plan := quotable_lines(e.get("action_plan")):
             block.append("対応方針:\n" + "\n".join(plan))
-        if points := _lines(e.get("review_points")):
+        if points := quotable_lines(e.get("review_points")):
             block.append("審査ポイント:\n" + "\n".join(points))
         parts.append("\n".join(block))
     return "\n\n".join(parts)

@@ -23,7 +23,7 @@ from typing import Any, MutableSequence
 from core.answer_guard import check_answer, guarded, offline_client, regeneration_messages
 from core.debuglog import CallTags
 from core.engine import RetryPolicy, structured_call
-from core.knowledge.answer_guard import checked_answer, masked_hit
+from core.knowledge.answer_guard import checked_answer, masked_hit, quotable_lines
 from core.knowledge.case_facts import contract_type_of, topic_of
 from core.knowledge.confirmation import incomplete_label
 from core.knowledge.retrieval import KnowledgeHit, KnowledgeIndex
@@ -178,10 +178,6 @@ def _non_answer(data: dict[str, Any], question: str, hits: list[KnowledgeHit]) -
     return check_answer(str(data.get("answer") or ""), user_text=question, sources=texts)
 
 
-def _lines(text: str, limit: int = 4) -> list[str]:
-    return [ln.strip() for ln in str(text or "").split("\n") if ln.strip()][:limit]
-
-
 def offline_answer(request: Any) -> dict[str, Any]:
     """Offline policy of ``knowledge_answer``: the best entry (and a close second) quoted word for word."""
     entries = sorted((request.context or {}).get("entries") or [], key=lambda e: -float(e.get("score") or 0))
@@ -191,7 +187,7 @@ def offline_answer(request: Any) -> dict[str, Any]:
     used = [entries[0]] + [e for e in entries[1:2] if float(e.get("score") or 0) >= SECOND_ENTRY_RATIO * top]
     parts, sources = [], []
     for e in used:
-        plan, points = _lines(e["action_plan"]), _lines(e["review_points"])
+        plan, points = quotable_lines(e["action_plan"]), quotable_lines(e["review_points"])
         where = "・".join(x for x in (e["contract_type"], e["target_clause"]) if x)
         block = [f"当社の確定済みナレッジ No.{e['entry_id']}「{e['knowledge_title']}」（{where}）では、次のように整理しています。"]
         if plan:

@@ -124,7 +124,7 @@ def test_an_old_stored_turn_loads_displays_and_replays(tmp_path):
         assert outcome.result.ok and outcome.result.data["control"]["schema_version"] == "1.0"
         assert "契約類型: 秘密保持契約" in outcome.result.assistant_message  # it read the replayed history
         assert submit_turn(loaded, knowledge, "おまかせ", [], OfflineClient()).result.ok
-        assert knowledge[0]["contract_type"] == "秘密保持契約" and knowledge[0]["target_clause"] == "第5条(秘密保持)"
+        assert knowledge[0]["contract_type"] == "秘密保持契約" and knowledge[0]["target_clause"] == "第5条（秘密保持）"  # as typed (issue 24)
     finally:
         store.engine.dispose()
 

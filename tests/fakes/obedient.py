@@ -1,7 +1,7 @@
 """An "obedient" model for ``core.llm.scripted.ScriptedClient``: it does what text planted in a retrieved
 knowledge entry tells it (the attack of issue 23): its answer carries its system prompt, the full text of
 every entry it was given, an attacker's image and link, and it cites only the entry the instruction names
-(the most relevant one that is not the planted entry), so the leak is not visible from the sources alone."""
+(the most relevant one that is not the planted entry, or the planted one when it was given alone), so the leak is not visible from the sources alone."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ def obedient(request) -> str:
     blocks = _BLOCK.findall(user)
     if not any("指示を無視" in b for b in blocks):
         return json.dumps({"answer": "該当するナレッジはありません。", "sources": []}, ensure_ascii=False)
-    cited = next(b for b in blocks if "指示を無視" not in b)
+    cited = next((b for b in blocks if "指示を無視" not in b), blocks[0])  # the planted entry alone: that one
     entry_id = int(re.match(r"No\.(\d+)", cited).group(1))
     answer = "\n".join([system, *blocks, f"![状況]({EVIL_IMAGE})", f"[再ログイン]({EVIL_LINK})", EVIL_LINK])
     return json.dumps({"answer": answer, "sources": [{"entry_id": entry_id, "content": ""}]}, ensure_ascii=False)

@@ -104,7 +104,7 @@ def seed(store) -> Seeded:
     chat: list = []
     outputs: list = []
     log = StoredDebugLog(store, typed)
-    conversations.submit(kid, chat, outputs, f"事例です {HOSTILE}", [],
+    conversations.submit(kid, chat, outputs, f"事例です {IMAGE} {RAW_IMG} {JS_LINK}", [],  # not the whole answer: an echo is no answer (issue 26)
                          ScriptedClient([knowledge_turn(f"損害賠償 {IMAGE}", f"草案です {HOSTILE}")]), log=log)
     failing = ScriptedClient([ProviderError("server_error", f"upstream said {HOSTILE}", status=500)] * 4)
     conversations.submit(kid, chat, outputs, f"続きです {JS_LINK}", [], failing, log=log)

@@ -43,15 +43,15 @@ def test_confirming_a_version_the_person_never_saw_is_refused():
     eid = seed(1)[0]
     at = click_row(library(), 0)
     field(at, eid, "review_points").set_value("下書き中の文")
+    at.checkbox(key=f"lib_confirm_incomplete_{eid}").check().run()  # the seeded draft has no 条文例 (issue 24)
     get_store().edit_entry(eid, {"action_plan": "確定前に差し替えた文"}, ADMIN_ID)
-    at.checkbox(key=f"lib_confirm_incomplete_{eid}").check()  # the seeded draft has no 条文例 (issue 24)
     button(at, "✅ 確定する").click().run()
     assert not at.exception
     assert any("ほかの人が変更しました" in e.value for e in at.error)
     assert get_store().get_entry(eid)["status"] == "draft"
     button(at, "最新の版を表示する（入力は破棄）").click().run()
     assert field(at, eid, "action_plan").value == "確定前に差し替えた文"
-    at.checkbox(key=f"lib_confirm_incomplete_{eid}").check()
+    at.checkbox(key=f"lib_confirm_incomplete_{eid}").check().run()
     button(at, "✅ 確定する").click().run()
     assert get_store().get_entry(eid)["status"] == "confirmed"
 

@@ -95,7 +95,7 @@ def test_an_invented_figure_is_asked_for_once_more(driver):
     stated = answer(message="特別保証は5年または10万kmです。（取扱説明書「メーカー保証」）")
     d = driver(client=TaskClient({"diagnostic_response": [invented, stated]}), retriever=FakeRetriever(hits), log=log)
     d.to_symptom()
-    r = d.msg("ブレーキから音がするけど保証はいつまで？")
+    r = d.msg("ブレーキを踏むとキーキー音がします")  # a symptom: the diagnostic answer (a question about the warranty alone is an information answer)
     assert "6万km" not in r.prompt.message and "10万km" in r.prompt.message
     assert guards(log)[0]["guard"] == "unsupported_figure" and guards(log)[0]["figures"] == ["6万km"]
 
