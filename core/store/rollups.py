@@ -33,6 +33,7 @@ from typing import Any, Iterable
 from sqlalchemy import bindparam, delete, insert, select, text, update
 
 from core.store import tables as t
+from core.store.stamps import count_triggers
 
 UNKNOWN = "—"  # a provider or prompt version that was not recorded
 PHASES = ("collect_case", "organize_risks", "draft_knowledge", "review_knowledge")  # seed 003 §3.2.2, in order
@@ -308,18 +309,9 @@ def create(conn: Any) -> None:
 def ensure(conn: Any) -> None:
     """Create whatever trigger is missing (cheap when none is): SQLite drops a table's triggers when a
     migration copies the table to change it."""
-    dialect = conn.dialect.name
-    if dialect == "sqlite":
-        found = conn.execute(text("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rollup%'")
-                             ).scalar()
-        wanted = len(_SQLITE_TRIGGERS)
-    elif dialect == "postgresql":
-        found = conn.execute(text("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'rollup%' AND NOT tgisinternal")
-                             ).scalar()
-        wanted = len(_PG_EVENTS)
-    else:
-        return
-    if found != wanted:
+    found = count_triggers(conn, "rollup")
+    wanted = len(_SQLITE_TRIGGERS) if conn.dialect.name == "sqlite" else len(_PG_EVENTS)
+    if found is not None and found != wanted:
         create(conn)
 
 

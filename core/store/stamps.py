@@ -42,21 +42,25 @@ def create(conn: Any) -> None:
                 f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kaiwa_bump_stamp()")
 
 
+def count_triggers(conn: Any, prefix: str) -> int | None:
+    """How many of the database's triggers are named ``prefix…`` (None on an engine the store does not
+    keep triggers on)."""
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        query = "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE :pattern"
+    elif dialect == "postgresql":
+        query = "SELECT count(*) FROM pg_trigger WHERE tgname LIKE :pattern AND NOT tgisinternal"
+    else:
+        return None
+    return conn.execute(text(query), {"pattern": f"{prefix}%"}).scalar()
+
+
 def ensure(conn: Any) -> None:
     """Create whatever stamp trigger is missing (cheap when none is): SQLite drops a table's triggers when a
     migration copies the table to change it."""
-    dialect = conn.dialect.name
-    if dialect == "sqlite":
-        found = conn.execute(text("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'stamp%'")
-                             ).scalar()
-        wanted = 3 * len(STAMPED_TABLES)
-    elif dialect == "postgresql":
-        found = conn.execute(text("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'stamp%' AND NOT tgisinternal")
-                             ).scalar()
-        wanted = len(STAMPED_TABLES)
-    else:
-        return
-    if found != wanted:
+    found = count_triggers(conn, "stamp")
+    wanted = 3 * len(STAMPED_TABLES) if conn.dialect.name == "sqlite" else len(STAMPED_TABLES)
+    if found is not None and found != wanted:
         create(conn)
 
 
