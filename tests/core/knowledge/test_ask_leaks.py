@@ -4,15 +4,12 @@ instruction planted in a confirmed entry (``tests/fakes/obedient.py``) leaks nei
 its system prompt, nor the attacker's addresses — entries reach it as quoted data, and its answer is checked."""
 from __future__ import annotations
 
-import pytest
-
-from bench.knowledge_recall import REVIEWER, load_library
+from bench.knowledge_recall import REVIEWER
 from core.knowledge.answer_guard import problems
 from core.knowledge.ask import ask
 from core.knowledge.retrieval import KnowledgeIndex
 from core.llm.scripted import ScriptedClient
 from core.prompts import load_prompt
-from core.store.store import Store
 from tests.fakes.obedient import EVIL_IMAGE, EVIL_LINK, PLANTED, echo_question, obedient
 
 QUESTION = "相手だけがいつでも契約を解除できる条項には、普段どう対応していますか？"
@@ -27,14 +24,6 @@ def plant(store, **fields) -> int:
     [entry_id] = store.record_knowledge(None, [entry], REVIEWER, keep_contract_text=True)
     store.set_entry_status(entry_id, "confirm", REVIEWER)
     return entry_id
-
-
-@pytest.fixture
-def library(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'library.db'}")
-    ids = load_library(store)
-    yield store, ids
-    store.engine.dispose()
 
 
 def test_an_unmasked_entry_and_the_question_leave_masked(library):

@@ -3,9 +3,7 @@ the one or two most similar confirmed entries (within the budget, as data blocks
 interviewer proposes their review points and action plan in the house's own wording."""
 import json
 
-import pytest
-
-from bench.knowledge_recall import REVIEWER, load_library
+from bench.knowledge_recall import REVIEWER
 from core.identity import Identity
 from core.knowledge.conversation import KnowledgeConversations
 from core.knowledge.house_style import (
@@ -16,18 +14,9 @@ from core.knowledge.house_style import (
     with_house_style,
 )
 from core.knowledge.similar import case_key
-from core.store.store import Store
 from tests.helpers.clients import RecordingClient
 
 HEADING = "## 当社の確定済みナレッジ"
-
-
-@pytest.fixture
-def library(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'library.db'}")
-    ids = load_library(store)
-    yield store, ids
-    store.engine.dispose()
 
 
 def system_of(request):
