@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import pickle
 import random
+import statistics
 import sys
 import time
 from datetime import datetime, timedelta, timezone
@@ -46,14 +47,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 import core.store.base as store_base
-from bench.rerun import median_rerun_ms
 from core.identity import ADMIN, OPERATOR, Identity
 from core.paths import ROOT
 from core.rag.manual_retriever import reset_manual_retriever
 from core.store.chat_sync import COLUMNS
 from core.store.store import Store
 
-SIZES = (1_000, 20_000)
+SIZES = (1_000, 30_000)
 QUICK_SIZES = (100, 500)  # ``--quick``: seeded on first use (about a minute per engine)
 SEED_LIMIT = 2_000  # a missing store up to this size is seeded when measuring; a larger one says how to seed it
 SEED_VERSION = 2
@@ -303,34 +303,114 @@ def _session_kb(at: Any) -> float:
     return round(size / 1024, 1)
 
 
-def measure(url: str, reruns: int) -> dict[str, dict[str, float]]:
-    """``{page: {"first": ms, "rerun": ms, "session_kb": kb}}`` for the store at ``url``."""
+def write_turn(store: Store, n: int, conversations: dict[str, str]) -> None:
+    """Another operator's chat turn, written through the store's API while the pages are measured (a console
+    in use): in turn an FAQ exchange, a diagnosis turn that books a visit, and a knowledge turn that drafts an
+    entry, each with its debug record; so every page's store-backed data changes during the run. The turns
+    go to one conversation per flow (``conversations``, made on first use), so a run adds 3 conversations to
+    a kept store (and a turn, a debug record and a booking or entry per round)."""
+    owner = OPERATORS[0]
+    flow = ("faq", "diagnosis", "knowledge")[n % 3]
+    if flow not in conversations:
+        conversations[flow] = store.create_conversation(flow, owner, title="計測中の書き込み")
+    cid = conversations[flow]
+    if flow == "faq":
+        entry = {"user": QUESTIONS[n % len(QUESTIONS)], "message": "回答", "outcome": "answered",
+                 "provider": "offline", "citations": ["kb-001"]}
+        store.append_turn(cid, entry, role="exchange", author=owner, **_columns("faq", entry))
+    elif flow == "diagnosis":
+        entry = {"role": "assistant", "step": "reservation", "message": "…", "fallback": False, "provider": "offline",
+                 "sources": []}
+        store.append_turn(cid, entry, role="assistant", author=owner, **_columns("diagnosis", entry))
+        store.create_booking(cid, booking_type="visit", urgency="medium", actor=owner,
+                             contact={"name": f"顧客{n}", "phone": "090-0000-0000"}, vehicle_label="カイワ ミライ",
+                             symptom=SYMPTOMS[n % len(SYMPTOMS)])
+    else:
+        text_ = f"{CONTRACTS[n % len(CONTRACTS)]}の損害賠償で、{RISKS[n % len(RISKS)]}点が問題でした。"
+        entry = {"role": "user", "content": text_, "user_text": text_}
+        store.append_turn(cid, entry, role="user", author=owner, **_columns("knowledge", entry))
+        store.record_knowledge(cid, [{"knowledge_title": f"計測中の下書き {n}", "contract_type": CONTRACTS[0],
+                                      "target_clause": "第8条（損害賠償）", "review_points": "上限を確認する。",
+                                      "action_plan": "上限を明記する。", "clause_sample": "委託料総額を上限とする。"}],
+                               owner)
+    store.add_debug_record({"session_id": cid, "flow": flow, "step": "turn", "provider": "offline",
+                            "model": "rules-v1", "strategy": "structured_output", "attempt": 1, "kind": "call",
+                            "outcome": "ok", "latency_ms": 321.0, "messages": []}, owner)
+
+
+def _timed(at: Any) -> tuple[float, float]:
+    """(wall ms, CPU ms of this process) of one run of ``at``. The CPU time is what the run itself cost,
+    steady however busy the machine is (PostgreSQL's own work is in its server process, not in it)."""
+    started, cpu = time.perf_counter(), time.process_time()
+    at.run()
+    return (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
+
+
+def _median(values: list[tuple[float, float]], i: int) -> float:
+    return round(statistics.median(v[i] for v in values), 1)
+
+
+def measure_sizes(urls: dict[int, str], reruns: int, log=lambda *_: None, pages: tuple[str, ...] = PAGES
+                  ) -> dict[int, dict[str, dict[str, float]]]:
+    """``{size: {page: figures}}``, sizes interleaved: per page, an ``AppTest`` per store; then ``reruns``
+    rounds, each writing another operator's chat turn (:func:`write_turn`) to every store and timing, per
+    size, the page's rerun right after that write and a plain rerun. Figures (ms, medians of the rounds):
+    ``rerun`` / ``rerun_cpu`` (nothing new), ``after_write`` / ``after_write_cpu`` (the first rerun after
+    the write), ``first`` (the first run after the shared caches were emptied) and ``session_kb``."""
     import streamlit as st  # lazy: Streamlit only when measuring
 
-    out: dict[str, dict[str, float]] = {}
-    with mock.patch.dict(os.environ, {"KAIWA_DB_URL": url}):  # the whole environment is restored after
+    out: dict[int, dict[str, dict[str, float]]] = {n: {} for n in urls}
+    writes = 0
+    with mock.patch.dict(os.environ, {}):  # the whole environment is restored after
         os.environ.pop("OPENAI_API_KEY", None)
         os.environ.pop("KAIWA_PROVIDER", None)
         reset_manual_retriever()
+        stores = {n: Store(url) for n, url in urls.items()}
+        writing: dict[int, dict[str, str]] = {n: {} for n in urls}
         try:
-            for page in PAGES:
-                at = _open(page)
-                st.cache_data.clear()
-                started = time.perf_counter()
-                at.run()
-                first = (time.perf_counter() - started) * 1000
-                if page == "library_search":
-                    at.text_input(key="lib_query").set_value("賠償")
-                    started = time.perf_counter()
-                    at.run()
-                    first = (time.perf_counter() - started) * 1000
-                if at.exception:
-                    raise RuntimeError(f"{page}: {at.exception}")
-                out[page] = {"first": round(first, 1), "rerun": round(median_rerun_ms(at, reruns), 1),
-                             "session_kb": _session_kb(at)}
+            for page in pages:
+                tests, first = {}, {}
+                for n, url in urls.items():
+                    os.environ["KAIWA_DB_URL"] = url
+                    at = _open(page)
+                    st.cache_data.clear()
+                    if page == "library_search":
+                        at.run()
+                        at.text_input(key="lib_query").set_value("賠償")
+                    first[n] = _timed(at)[0]
+                    if at.exception:
+                        raise RuntimeError(f"{page}: {at.exception}")
+                    at.run()  # warm
+                    tests[n] = at
+                after: dict[int, list] = {n: [] for n in urls}
+                plain: dict[int, list] = {n: [] for n in urls}
+                for _ in range(reruns):
+                    for n, url in urls.items():
+                        os.environ["KAIWA_DB_URL"] = url
+                        write_turn(stores[n], writes, writing[n])
+                        writes += 1
+                        after[n].append(_timed(tests[n]))
+                        plain[n].append(_timed(tests[n]))
+                        if tests[n].exception:
+                            raise RuntimeError(f"{page}: {tests[n].exception}")
+                for n in urls:
+                    out[n][page] = {"first": round(first[n], 1), "rerun": _median(plain[n], 0),
+                                    "rerun_cpu": _median(plain[n], 1), "after_write": _median(after[n], 0),
+                                    "after_write_cpu": _median(after[n], 1), "session_kb": _session_kb(tests[n])}
+                log(f"  {page}: " + ", ".join(
+                    f"{n:,}: rerun {out[n][page]['rerun']:.0f} (CPU {out[n][page]['rerun_cpu']:.0f}), after a write "
+                    f"{out[n][page]['after_write']:.0f} (CPU {out[n][page]['after_write_cpu']:.0f}) ms" for n in urls))
+                del tests
         finally:
+            for s in stores.values():
+                s.engine.dispose()
             reset_manual_retriever()
     return out
+
+
+def measure(url: str, reruns: int) -> dict[str, dict[str, float]]:
+    """``{page: figures}`` for the store at ``url`` alone (see :func:`measure_sizes`)."""
+    return measure_sizes({0: url}, reruns)[0]
 
 
 def sizes_from_env(default: tuple[int, ...]) -> tuple[int, ...]:
@@ -339,22 +419,29 @@ def sizes_from_env(default: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(v) for v in raw) or default
 
 
-def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
-    """Per engine: ``pages_rerun_ms_<engine>`` ({size: {page: ms}}), ``pages_first_ms_<engine>`` and
-    ``pages_growth_<engine>`` (rerun at the largest size ÷ at the smallest, per page)."""
+def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] | None = None,
+        log=lambda *_: None, pages: tuple[str, ...] = PAGES) -> dict[str, Any]:
+    """Per engine: ``pages_rerun_ms_<engine>`` ({size: {page: ms}}, a plain rerun while others write),
+    ``pages_after_write_ms_<engine>`` (the rerun right after another operator's turn), the same in CPU ms
+    (``*_cpu_ms_*``), ``pages_first_ms_<engine>``, and ``pages_growth_<engine>`` (rerun at the largest size ÷
+    at the smallest, per page; ``pages_growth_cpu_<engine>`` from the CPU figures)."""
     sizes = sizes or sizes_from_env(QUICK_SIZES if quick else SIZES)
     pg_url = pg_url if pg_url is not None else (os.environ.get("KAIWA_TEST_PG_URL") or "").strip() or None
     reruns = 5 if quick else 15
     engines = ["sqlite"] + (["postgresql"] if pg_url else [])
-    result: dict[str, Any] = {"pages_reruns": reruns, "pages_sizes": list(sizes)}
+    result: dict[str, Any] = {"pages_reruns": reruns, "pages_sizes": list(sizes), "pages": list(pages)}
     for engine in engines:
-        figures = {n: measure(_seeded(n, engine, pg_url, make=n <= SEED_LIMIT), reruns) for n in sizes}
+        log(f"{engine}:")
+        figures = measure_sizes({n: _seeded(n, engine, pg_url, make=n <= SEED_LIMIT) for n in sizes}, reruns, log, pages)
         small, large = min(sizes), max(sizes)
-        result[f"pages_rerun_ms_{engine}"] = {n: {p: f["rerun"] for p, f in figures[n].items()} for n in sizes}
-        result[f"pages_first_ms_{engine}"] = {n: {p: f["first"] for p, f in figures[n].items()} for n in sizes}
+        for key, name in (("rerun", "rerun_ms"), ("rerun_cpu", "rerun_cpu_ms"), ("after_write", "after_write_ms"),
+                          ("after_write_cpu", "after_write_cpu_ms"), ("first", "first_ms")):
+            result[f"pages_{name}_{engine}"] = {n: {p: f[key] for p, f in figures[n].items()} for n in sizes}
         result[f"pages_growth_{engine}"] = {p: round(figures[large][p]["rerun"] / figures[small][p]["rerun"], 2)
-                                            for p in PAGES}
-        result[f"pages_session_kb_{engine}"] = {p: figures[large][p]["session_kb"] for p in PAGES}
+                                            for p in pages}
+        result[f"pages_growth_cpu_{engine}"] = {
+            p: round(figures[large][p]["rerun_cpu"] / max(figures[small][p]["rerun_cpu"], 0.1), 2) for p in pages}
+        result[f"pages_session_kb_{engine}"] = {p: figures[large][p]["session_kb"] for p in pages}
     return result
 
 
@@ -366,12 +453,17 @@ def _table(result: dict[str, Any]) -> str:
         if f"pages_rerun_ms_{engine}" not in result:
             lines.append(f"\n{engine}: (no URL: --pg or KAIWA_TEST_PG_URL)")
             continue
-        rerun, first = result[f"pages_rerun_ms_{engine}"], result[f"pages_first_ms_{engine}"]
-        lines.append(f"\n{engine} — rerun median of {result['pages_reruns']} (first run after the caches emptied), ms")
-        lines.append(f"{'page':16s} " + " ".join(f"{f'{n:,}':>20s}" for n in sizes) + f"  {'growth':>7s}")
-        for page in PAGES:
-            cells = " ".join(f"{rerun[n][page]:>9.0f} ({first[n][page]:>7.0f})" for n in sizes)
-            lines.append(f"{page:16s} {cells}  {rerun[large][page] / rerun[small][page]:>7.2f}"
+        r, rc = result[f"pages_rerun_ms_{engine}"], result[f"pages_rerun_cpu_ms_{engine}"]
+        w, wc = result[f"pages_after_write_ms_{engine}"], result[f"pages_after_write_cpu_ms_{engine}"]
+        first = result[f"pages_first_ms_{engine}"]
+        lines.append(f"\n{engine} — medians of {result['pages_reruns']} rounds, each after another operator's turn; "
+                     "ms: rerun (CPU) / rerun right after the write (CPU) / first run with the caches emptied")
+        lines.append(f"{'page':16s} " + " ".join(f"{f'{n:,}':>34s}" for n in sizes) + f"  {'growth':>6s} {'(CPU)':>6s}")
+        for page in result["pages"]:
+            cells = " ".join(f"{r[n][page]:>6.0f} ({rc[n][page]:>4.0f}) / {w[n][page]:>5.0f} ({wc[n][page]:>4.0f}) / "
+                             f"{first[n][page]:>5.0f}" for n in sizes)
+            lines.append(f"{page:16s} {cells}  {result[f'pages_growth_{engine}'][page]:>6.2f} "
+                         f"{result[f'pages_growth_cpu_{engine}'][page]:>6.2f}"
                          f"  session {result[f'pages_session_kb_{engine}'][page]:>6.1f} KB")
     return "\n".join(lines)
 
@@ -382,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", metavar="URL", default=None,
                         help="PostgreSQL cluster URL (default: KAIWA_TEST_PG_URL); the seeded databases are kept there")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="store sizes (conversations)")
+    parser.add_argument("--pages", nargs="+", choices=PAGES, default=None, help="only these pages")
     parser.add_argument("--seed-only", choices=("sqlite", "postgresql", "both"),
                         help="make (or check) the stores of one engine, measure nothing")
     args = parser.parse_args(argv)
@@ -391,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.sizes or sizes_from_env(SIZES):
                 print(_seeded(n, engine, pg_url))
         return 0
-    print(_table(run(args.quick, args.pg, tuple(args.sizes) if args.sizes else None)))
+    print(_table(run(args.quick, args.pg, tuple(args.sizes) if args.sizes else None,
+                     log=lambda *a: print(*a, file=sys.stderr, flush=True), pages=tuple(args.pages or PAGES))))
     return 0
 
 
