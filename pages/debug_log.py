@@ -29,6 +29,10 @@ if not store().debug_ids(limit=1):  # the newest record's id: one read of the pr
 filtered = records.page(records.filters())
 
 
+TABS = ("記録", "再実行", "一括再実行", "シナリオ化", "レビュー済みセット")
+TAB_KEY = "wb_tab"
+
+
 def opened() -> dict | None:
     """The record opened for replay (``wb_record``): from this page of the list, else read alone by its id."""
     record_id = state.get("wb_record")
@@ -38,15 +42,29 @@ def opened() -> dict | None:
         store().get_debug_records([record_id]).get(record_id)
 
 
-tab_records, tab_replay, tab_batch, tab_promote, tab_reviewed = st.tabs(["記録", "再実行", "一括再実行", "シナリオ化",
-                                                                         "レビュー済みセット"])
-with tab_records:
-    records.records_tab(filtered, replay.open_replay)
-with tab_replay:
-    replay.replay_tab(filtered.records, opened())
-with tab_batch:
-    batch.batch_tab(filtered.query, cache.debug_values("task"))
-with tab_promote:  # after the replay tab, which opens the newest record when none is open yet
-    promote.promote_tab(filtered.conversation, opened() or {})
-with tab_reviewed:  # the reviewers' regression cases against this tab's provider and model (core.review.replay)
-    reviewed.reviewed_tab()
+def open_in_replay_tab(record_id: int) -> None:
+    """A record's 「再実行タブで開く」 button: open it for replay and show the replay tab."""
+    replay.open_replay(record_id)
+    state[TAB_KEY] = "再実行"
+
+
+# Lazy tabs: only the open one runs (``.open``); switching tabs reruns the page. A rerun of the list does not
+# build the replay editor, the batch form, the scenario (its YAML) or the reviewed set.
+tab_records, tab_replay, tab_batch, tab_promote, tab_reviewed = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun")
+if tab_records.open:
+    with tab_records:
+        records.records_tab(filtered, open_in_replay_tab)
+if tab_replay.open:
+    with tab_replay:
+        replay.replay_tab(filtered.records, opened())
+if tab_batch.open:
+    with tab_batch:
+        batch.batch_tab(filtered.query, cache.debug_values("task"))
+if tab_promote.open:
+    if state.get("wb_record") is None and filtered.records:  # as the replay tab does: the newest record
+        replay.open_replay(filtered.records[-1]["id"])
+    with tab_promote:
+        promote.promote_tab(filtered.conversation, opened() or {})
+if tab_reviewed.open:
+    with tab_reviewed:  # the reviewers' regression cases against this tab's provider and model (core.review.replay)
+        reviewed.reviewed_tab()

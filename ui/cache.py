@@ -19,6 +19,7 @@ import streamlit as st
 from core import analytics
 from core.store import get_store
 from core.store.debug_records import DebugQuery
+from core.store.tables import DEBUG_FILTER_COLUMNS
 from ui.session import store
 
 TTL_SECONDS = 300
@@ -159,11 +160,6 @@ def bookings_page(status: list[str], urgency: list[str], date_from: str | None, 
 
 
 # ---- デバッグログ ---------------------------------------------------------------------------------------
-@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
-def _debug_values(url: str, stamps: Any, column: str) -> list[str]:
-    return get_store(url).debug_values(column)
-
-
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)  # whole records: a few MB at most each
 def _debug_page(url: str, stamps: Any, query: DebugQuery, offset: int, limit: int
                 ) -> tuple[list[dict[str, Any]], int, int]:
@@ -178,9 +174,20 @@ def _debug_count(url: str, stamps: Any, query: DebugQuery) -> int:
     return get_store(url).count_debug_records(query=query)
 
 
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def _debug_options(url: str, stamps: Any) -> dict[str, list[str]]:
+    s = get_store(url)
+    return {column: s.debug_values(column) for column in DEBUG_FILTER_COLUMNS}
+
+
 def debug_values(column: str) -> list[str]:
     """A debug-log filter's options (every value stored)."""
-    return _debug_values(_url(), stamp("debug_records"), column)
+    return debug_options()[column]
+
+
+def debug_options() -> dict[str, list[str]]:
+    """Every debug-log filter's options (``{column: values}``): one stamp read and one cache hit per rerun."""
+    return _debug_options(_url(), stamp("debug_records"))
 
 
 def debug_page(query: DebugQuery, offset: int, limit: int) -> tuple[list[dict[str, Any]], int, int]:

@@ -29,6 +29,7 @@ from tests.pages import hostile
 from tests.pages.conftest import APP
 
 LOCKED = Path(__file__).resolve().parents[3] / "shared/testdata/pdf-samples/libreoffice-writer-password.pdf"
+DEBUG_TABS = ("記録", "再実行", "一括再実行", "シナリオ化", "レビュー済みセット")  # lazy: each visited on its own
 SELECT_FIRST = {"selection": {"rows": [0], "columns": [], "cells": []}}
 
 
@@ -92,7 +93,10 @@ def test_hostile_text_is_never_a_link_or_an_image_on_any_page(seeded, downloads)
         "faq ?session=": visit("pages/faq.py", session=hostile.HOSTILE_SESSION),
         "library": visit("pages/library.py", state={"lib_table": SELECT_FIRST}),
         "bookings": visit("pages/bookings.py", state={"bk_table": SELECT_FIRST}),
-        "debug log": visit("pages/debug_log.py", params={"conversation": seeded.knowledge_id}),
+        "debug log": visit("pages/debug_log.py", params={"conversation": seeded.knowledge_id},
+                           state={f"wb_detail_{r['id']}": True for r in get_store().list_debug_records()}),
+        **{f"debug log · {tab}": visit("pages/debug_log.py", params={"conversation": seeded.knowledge_id},
+                                       state={"wb_tab": tab}) for tab in DEBUG_TABS[1:]},
         "analytics": visit("pages/analytics.py"),
         "manual admin": visit("pages/manual_admin.py"),
     }
@@ -100,7 +104,7 @@ def test_hostile_text_is_never_a_link_or_an_image_on_any_page(seeded, downloads)
     shown = {name: " ".join(v for _, v in hostile.markup_strings(at)) for name, at in walks.items()}
     assert "指定された会話" in shown["knowledge ?session="] and "指定された会話" in shown["faq ?session="]
     assert "upstream said" in shown["debug log"]  # the provider's error text on デバッグログ
-    assert "フロー: knowledge · 損害賠償" in shown["debug log"]  # the conversation title on シナリオ化
+    assert "フロー: knowledge · 損害賠償" in shown["debug log · シナリオ化"]  # the conversation title on シナリオ化
     assert "作成 !\\[x\\]" in shown["library"]  # the typed display name in the library
     assert "予約 KW-" in shown["bookings"] and "ブレーキが効かない" in shown["diagnosis"]
     for name, at in walks.items():

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 from core.llm.offline import OfflineClient
 from core.store import get_store
-from tests.pages.test_workbench_page import seed_knowledge_call
+from tests.pages.test_workbench_page import open_tab, seed_knowledge_call
 from ui.workbench.labels import owner_label
 
 
-def open_workbench(app, client=None):
+def open_workbench(app, client=None, tab: str | None = None):
     if client is not None:
         app.session_state["llm_client"] = client
     app.switch_page("pages/debug_log.py").run()
     assert not app.exception, app.exception
-    return app
+    return open_tab(app, tab) if tab else app
 
 
 def test_the_offline_replay_explains_why_the_output_cannot_differ(app):
     seed_knowledge_call(OfflineClient())
-    app = open_workbench(app, OfflineClient())
+    app = open_workbench(app, OfflineClient(), tab="再実行")
     assert any("プロンプトを読まずに" in i.value for i in app.info)
     app.button(key="wb_run").click().run()
     assert not app.exception
@@ -30,7 +30,7 @@ def test_promotion_follows_the_conversation_the_filter_selects(app):
     store = get_store()
     seed_knowledge_call(OfflineClient(), session_id="conv-first")
     seed_knowledge_call(OfflineClient(), session_id="conv-second")
-    app = open_workbench(app)
+    app = open_workbench(app, tab="シナリオ化")
     app.text_input(key="f_conversation").set_value("conv-first").run()
     assert app.text_input(key="wb_promote_id").value == "conv-first"
     app.text_input(key="f_conversation").set_value("conv-second").run()
@@ -40,7 +40,7 @@ def test_promotion_follows_the_conversation_the_filter_selects(app):
 
 def test_batch_defaults_follow_the_filter(app):
     seed_knowledge_call(OfflineClient(), session_id="conv-batch")
-    app = open_workbench(app)
+    app = open_workbench(app, tab="一括再実行")
     tasks = app.multiselect(key="f_task").options
     assert tasks
     app.multiselect(key="f_task").set_value([tasks[-1]]).run()

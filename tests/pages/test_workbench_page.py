@@ -47,13 +47,29 @@ def good_output(message: str) -> str:
 
 @pytest.fixture
 def workbench(app):
-    def open_page(client=None):
+    def open_page(client=None, tab: str | None = None):
         if client is not None:
             app.session_state["llm_client"] = client
         app.switch_page("pages/debug_log.py").run()
         assert not app.exception, app.exception
-        return app
+        return open_tab(app, tab) if tab else app
     return open_page
+
+
+def open_tab(app, label: str):
+    """Click one of the page's tabs (lazy: only the open one runs)."""
+    app.session_state["wb_tab"] = label
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def open_detail(app, record_id: int):
+    """Open a record's expander in the 記録 list (lazy: its body is drawn only while it is open)."""
+    app.session_state[f"wb_detail_{record_id}"] = True
+    app.run()
+    assert not app.exception, app.exception
+    return app
 
 
 def failed_record_id() -> int:
@@ -69,6 +85,8 @@ def test_records_show_prompt_version_method_and_filters(workbench):
     assert list(table["結果"]) == ["schema_error", "ok"]
     assert set(table["プロンプト版"]) == {prompt_version("knowledge_system")}
     assert set(table["方式"]) == {"structured_output"}
+    assert not any("版 " in t.value for t in app.get("text"))  # a record's body only while it is open
+    open_detail(app, failed_record_id())
     assert any(f"版 {prompt_version('knowledge_system')}" in t.value for t in app.get("text"))
     app.toggle(key="f_failed").set_value(True).run()
     assert list(app.dataframe[0].value["結果"]) == ["schema_error"]
@@ -82,8 +100,8 @@ def test_replay_of_a_failed_call_shows_both_outputs_verdicts_and_the_diff(workbe
     client = ScriptedClient([good_output("改善後の質問です")])
     app = workbench(client)
     record_id = failed_record_id()
-    app.button(key=f"open_replay_{record_id}").click().run()
-    assert app.session_state["wb_record"] == record_id
+    open_detail(app, record_id).button(key=f"open_replay_{record_id}").click().run()
+    assert app.session_state["wb_record"] == record_id and app.session_state["wb_tab"] == "再実行"
     app.text_area(key="wb_system").set_value("あなたは契約審査の聞き手です。必ず JSON で答えてください。").run()
     app.button(key="wb_run").click().run()
     assert not app.exception
@@ -100,7 +118,7 @@ def test_replay_of_a_failed_call_shows_both_outputs_verdicts_and_the_diff(workbe
 def test_batch_replay_table(workbench):
     seed_knowledge_call(ScriptedClient([BAD]))
     seed_knowledge_call(OfflineClient(), session_id="conv-ok")
-    app = workbench(ScriptedClient([good_output("一つ目"), good_output("二つ目")]))
+    app = workbench(ScriptedClient([good_output("一つ目"), good_output("二つ目")]), tab="一括再実行")
     app.text_area(key="wb_batch_system").set_value("変更したシステムプロンプト").run()
     app.button(key="wb_batch_run").click().run()
     assert not app.exception
@@ -117,7 +135,7 @@ def test_promote_writes_a_scenario_that_core_eval_passes(workbench, monkeypatch,
                       user_input="オイル交換の目安はどのくらいですか？",
                       turn_json={"message": "…", "citations": ["kb:007"], "outcome": "answered"}, step="answered")
     seed_knowledge_call(OfflineClient(), session_id=cid)
-    app = workbench()
+    app = workbench(tab="シナリオ化")
     app.text_input(key="wb_promote_id").set_value(cid).run()
     assert app.checkbox(key="wb_expect_outcome").value is True
     app.text_input(key="wb_expect_contains").set_value("5,000km").run()
@@ -141,7 +159,7 @@ def test_promote_writes_a_scenario_that_core_eval_passes(workbench, monkeypatch,
 
 def test_saving_a_prompt_is_admin_only_and_explicit(workbench, monkeypatch, tmp_path):
     seed_knowledge_call(OfflineClient())
-    app = workbench()
+    app = workbench(tab="再実行")
     assert app.button(key="wb_prompt_save").disabled  # an operator cannot save
     assert app.checkbox(key="wb_prompt_sure").disabled
 
@@ -176,7 +194,7 @@ def test_the_replay_editor_follows_the_record_picked(workbench):
         "messages": [{"role": "system", "content": "FAQ の回答者です。"}, {"role": "user", "content": "保証期間は？"}]},
         OPERATOR_ID)
     [knowledge, faq] = get_store().list_debug_records()
-    app = workbench()
+    app = open_detail(workbench(), knowledge["id"])
     app.button(key=f"open_replay_{knowledge['id']}").click().run()
     assert app.text_area(key="wb_system").value == knowledge["messages"][0]["content"]
     assert app.selectbox(key="wb_prompt_name").value == "knowledge_system"
@@ -211,7 +229,7 @@ def test_a_rerun_of_the_promote_tab_reads_and_masks_no_turn_again(workbench, mon
     counted = lambda s, c: reads.append(c) or real(s, c)  # noqa: E731
     monkeypatch.setattr(scenarios, "conversation_turns", counted)
     monkeypatch.setattr(wb, "conversation_turns", counted)
-    app = workbench()
+    app = workbench(tab="シナリオ化")
     app.text_input(key="wb_promote_id").set_value(cid).run()
     assert not app.exception and reads == [cid]
     app.text_input(key="wb_promote_name").set_value("名前だけ変える").run()

@@ -43,22 +43,23 @@ def _bound(day: date | None, *, end: bool = False) -> str | None:
 
 def filters() -> DebugQuery:
     """The 🔎 絞り込み expander (its options are every value stored); returns the query it makes."""
+    values = cache.debug_options()  # every filter's options: one cached read
     with st.expander("🔎 絞り込み", expanded=True):
         c1, c2, c3, c4 = st.columns(4)
         conversation = c1.text_input("会話 ID", value=st.query_params.get("conversation", ""), key="f_conversation",
                                      max_chars=80).strip()
-        flows = c2.multiselect("フロー", cache.debug_values("flow"), placeholder="すべて", key="f_flow", select_all=False)
-        steps = c3.multiselect("ステップ / フェーズ", cache.debug_values("step"), placeholder="すべて", key="f_step", select_all=False)
-        tasks = c4.multiselect("タスク", cache.debug_values("task"), placeholder="すべて", key="f_task", select_all=False)
+        flows = c2.multiselect("フロー", values["flow"], placeholder="すべて", key="f_flow", select_all=False)
+        steps = c3.multiselect("ステップ / フェーズ", values["step"], placeholder="すべて", key="f_step", select_all=False)
+        tasks = c4.multiselect("タスク", values["task"], placeholder="すべて", key="f_task", select_all=False)
         c1, c2, c3, c4 = st.columns(4)
-        providers = c1.multiselect("プロバイダー", cache.debug_values("provider"), placeholder="すべて", key="f_provider", select_all=False)
-        models = c2.multiselect("モデル", cache.debug_values("model"), placeholder="すべて", key="f_model", select_all=False)
-        methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(cache.debug_values("method"))),
+        providers = c1.multiselect("プロバイダー", values["provider"], placeholder="すべて", key="f_provider", select_all=False)
+        models = c2.multiselect("モデル", values["model"], placeholder="すべて", key="f_model", select_all=False)
+        methods = c3.multiselect("方式", sorted(set(wb.METHODS) | set(values["method"])),
                                  placeholder="すべて", key="f_strategy", format_func=method_label, select_all=False)
-        outcomes = c4.multiselect("結果", cache.debug_values("outcome"), placeholder="すべて", key="f_outcome",
+        outcomes = c4.multiselect("結果", values["outcome"], placeholder="すべて", key="f_outcome",
                                   format_func=lambda o: OUTCOME_LABELS.get(o, o), select_all=False)
         c1, c2, c3, c4 = st.columns(4)
-        error_types = c1.multiselect("エラー種別", cache.debug_values("error_type"), placeholder="すべて",
+        error_types = c1.multiselect("エラー種別", values["error_type"], placeholder="すべて",
                                      key="f_error_type", select_all=False)
         date_from = c2.date_input("開始日（日本時間）", value=None, key="f_date_from")
         date_to = c3.date_input("終了日（日本時間）", value=None, key="f_date_to")
@@ -104,9 +105,18 @@ def _clear_log(conversation: str) -> None:
     no.button("キャンセル", key="clear_debug_no", on_click=lambda: state.update(confirm_clear_debug=False))
 
 
+DETAIL_PREFIX = "wb_detail_"  # a record's expander: opened (True) or closed, per record id
+
+
 def record_detail(r: dict[str, Any], on_open_replay: Callable[[int], None]) -> None:
-    """One record in full: provider, method, tokens, prompt version, errors, messages, schema, raw output."""
-    with st.expander(plain(record_label(r) + f" · 試行 {r.get('attempt')} · {r.get('latency_ms')} ms")):
+    """One record in full: provider, method, tokens, prompt version, errors, messages, schema, raw output.
+    The expander is lazy: its body (a record's messages, schema and raw output: most of the page) is drawn
+    only while it is open, so a rerun of the list draws 50 labels, not 50 records."""
+    expander = st.expander(plain(record_label(r) + f" · 試行 {r.get('attempt')} · {r.get('latency_ms')} ms"),
+                           key=f"{DETAIL_PREFIX}{r['id']}", on_change="rerun")
+    if not expander.open:
+        return
+    with expander:
         usage = r.get("usage") or {}
         tokens = (f"入力 {usage.get('prompt_tokens', '—')} / 出力 {usage.get('completion_tokens', '—')} / "
                   f"合計 {usage.get('total_tokens', '—')}") if usage else "—（プロバイダーが報告していません）"
@@ -144,11 +154,19 @@ def _jsonl(query: DebugQuery) -> Callable[[], str]:
     return lambda: to_jsonl(shared.debug_page(query, limit=JSONL_LIMIT))
 
 
-def records_tab(filtered: Filtered, on_open_replay: Callable[[int], None]) -> None:
-    frame = wb.records_frame(filtered.records)
+@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=32, show_spinner=False)
+def _records_table(url: str, names: tuple[tuple[int, str], ...], _records: list[dict[str, Any]]) -> None:
+    """The list's table of these records (a record never changes once written, so the store and each
+    record's id and time name it: an id used again after the log was cleared has another time), drawn once
+    and then replayed by Streamlit: a rerun neither shapes the frame nor converts it to Arrow again."""
+    frame = wb.records_frame(_records)
     table = frame.assign(time=[jst(t) for t in frame["time"]], owner=[owner_label(o) for o in frame["owner"]])
     table = table[[c for c in COLUMN_LABELS if c in table.columns]].rename(columns=COLUMN_LABELS)
     table_widget(table, width="stretch", hide_index=True)
+
+
+def records_tab(filtered: Filtered, on_open_replay: Callable[[int], None]) -> None:
+    _records_table(store().url, tuple((r["id"], str(r.get("time"))) for r in filtered.records), filtered.records)
     pager.pager("wb", filtered.matched, len(filtered.records))
     st.caption(f"全操作者の記録 {filtered.total:,} 件・時刻は日本時間")
     st.download_button("JSONL をダウンロード", _jsonl(filtered.query), file_name="debug_logs.jsonl",
