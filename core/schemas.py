@@ -25,7 +25,7 @@ STRICT_UNSUPPORTED_KEYWORDS = frozenset({
 })
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=64)  # the files in schemas/ (a dozen): bounded all the same
 def _load_text(name: str) -> str:
     path = SCHEMAS_DIR / (name if name.endswith(".json") else f"{name}.schema.json")
     return path.read_text(encoding="utf-8")
