@@ -420,7 +420,8 @@ def sizes_from_env(default: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] | None = None,
-        log=lambda *_: None, pages: tuple[str, ...] = PAGES) -> dict[str, Any]:
+        log=lambda *_: None, pages: tuple[str, ...] = PAGES, engines: tuple[str, ...] = ("sqlite", "postgresql")
+        ) -> dict[str, Any]:
     """Per engine: ``pages_rerun_ms_<engine>`` ({size: {page: ms}}, a plain rerun while others write),
     ``pages_after_write_ms_<engine>`` (the rerun right after another operator's turn), the same in CPU ms
     (``*_cpu_ms_*``), ``pages_first_ms_<engine>``, and ``pages_growth_<engine>`` (rerun at the largest size ÷
@@ -428,7 +429,7 @@ def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] |
     sizes = sizes or sizes_from_env(QUICK_SIZES if quick else SIZES)
     pg_url = pg_url if pg_url is not None else (os.environ.get("KAIWA_TEST_PG_URL") or "").strip() or None
     reruns = 5 if quick else 15
-    engines = ["sqlite"] + (["postgresql"] if pg_url else [])
+    engines = tuple(e for e in engines if e == "sqlite" or pg_url)
     result: dict[str, Any] = {"pages_reruns": reruns, "pages_sizes": list(sizes), "pages": list(pages)}
     for engine in engines:
         log(f"{engine}:")
@@ -475,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="PostgreSQL cluster URL (default: KAIWA_TEST_PG_URL); the seeded databases are kept there")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="store sizes (conversations)")
     parser.add_argument("--pages", nargs="+", choices=PAGES, default=None, help="only these pages")
+    parser.add_argument("--engine", choices=("sqlite", "postgresql", "both"), default="both",
+                        help="measure one engine only")
     parser.add_argument("--seed-only", choices=("sqlite", "postgresql", "both"),
                         help="make (or check) the stores of one engine, measure nothing")
     args = parser.parse_args(argv)
@@ -485,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(_seeded(n, engine, pg_url))
         return 0
     print(_table(run(args.quick, args.pg, tuple(args.sizes) if args.sizes else None,
-                     log=lambda *a: print(*a, file=sys.stderr, flush=True), pages=tuple(args.pages or PAGES))))
+                     log=lambda *a: print(*a, file=sys.stderr, flush=True), pages=tuple(args.pages or PAGES),
+                     engines=("sqlite", "postgresql") if args.engine == "both" else (args.engine,))))
     return 0
 
 
