@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import tomllib
 from pathlib import Path
 
 from streamlit.runtime.caching.cache_data_api import _data_caches
@@ -42,6 +43,14 @@ def test_every_streamlit_cache_has_a_bound_in_entries_and_time():
         if not {"max_entries", "ttl"} <= keywords:
             unbounded.append(where)
     assert found >= 10 and not unbounded, unbounded
+
+
+def test_the_shared_caches_have_a_bound_in_bytes_together():
+    """``server.maxCacheDataSize``: however the entries are spread over the functions, all of them together
+    stay under one budget the server reads at start."""
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    size = config["server"]["maxCacheDataSize"].lower()
+    assert size.endswith("mb") and 0 < int(size[:-2]) <= 256
 
 
 def test_every_lru_cache_has_a_size():
