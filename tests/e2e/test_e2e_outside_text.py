@@ -30,10 +30,12 @@ def watch_requests(page: Page, origin: str) -> list[str]:
 
 
 def open_all_expanders(page: Page) -> None:
+    """Open the first 12 expanders, one at a time: a lazy one (デバッグログ's records) draws its body on the
+    rerun its click starts."""
     summaries = page.locator('[data-testid="stExpander"] summary')
     for i in range(min(summaries.count(), 12)):
         summaries.nth(i).click()
-    idle(page)
+        idle(page)
 
 
 def assert_shown_as_text(page: Page) -> None:
