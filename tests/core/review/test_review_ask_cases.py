@@ -5,9 +5,6 @@ phrases); `python -m core.eval --stored` and the replay of the reviewed set run 
 prompt draft (never saved, rows say 「未保存の下書き」) against a scripted client that follows its prompt."""
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
-
 import pytest
 
 from bench.knowledge_recall import REVIEWER as LIBRARIAN
@@ -15,9 +12,8 @@ from bench.knowledge_recall import load_library
 from core.eval.runner import main as eval_main
 from core.eval.runner import run_scenario
 from core.identity import OPERATOR, REVIEWER, Identity
-from core.knowledge.ask import NO_KNOWLEDGE, ask, offline_answer
+from core.knowledge.ask import NO_KNOWLEDGE, ask
 from core.knowledge.retrieval import knowledge_index
-from core.llm.base import LLMResponse
 from core.llm.offline import OfflineClient
 from core.prompts import load_prompt, prompt_version
 from core.review.answers import ask_answer
@@ -26,33 +22,13 @@ from core.review.regression import NotReplayable, entry_citation, expectations, 
 from core.review.replay import replay_reviewed
 from core.store.prompt_versions import list_prompt_versions
 from core.store.store import Store
+from tests.helpers.clients import PromptFollowingAskClient as PromptFollowingClient
 
 ONE_SIDED = "相手だけがいつでも契約を解除できる条項には、普段どう対応していますか？ 担当 090-1234-5678"
 NOTHING = "有給休暇の申請方法を教えて"
 OPERATOR_ID = Identity(name="山田", email="yamada@example.jp", source="proxy")
 SATO = Identity(name="佐藤", email="sato@example.jp", source="proxy", roles=frozenset({OPERATOR, REVIEWER}))
-MARKER = "【下書き】二番目に関連するナレッジだけを根拠にする"
-
-
-class PromptFollowingClient:
-    """A scripted model that reads its system prompt: with :data:`MARKER` in it, it answers from the second
-    entry it was shown, else from the first (each answer quoted the way the offline policy quotes)."""
-
-    name = "scripted"
-    model = "prompt-follower"
-
-    def __init__(self):
-        self.systems: list[str] = []
-
-    def complete(self, request):
-        system = next((m["content"] for m in request.messages if m["role"] == "system"), "")
-        self.systems.append(system)
-        entries = sorted((request.context or {}).get("entries") or [], key=lambda e: -float(e.get("score") or 0))
-        chosen = entries[1:2] if MARKER in system and len(entries) > 1 else entries[:1]
-        text = json.dumps(offline_answer(SimpleNamespace(context={"entries": chosen})), ensure_ascii=False)
-        if request.tools:
-            return LLMResponse(tool_arguments=text, model=self.model, usage={"total_tokens": 0})
-        return LLMResponse(content=text, model=self.model, usage={"total_tokens": 0})
+MARKER = PromptFollowingClient.MARKER
 
 
 @pytest.fixture
@@ -114,7 +90,7 @@ def test_a_corrected_ask_answer_is_a_case_that_fails_until_a_draft_prompt_fixes_
 
 
 def test_a_draft_makes_a_failing_case_pass(library):
-    store, ids = library
+    store, _ = library
     second = knowledge_index(store).search(ONE_SIDED, n=3)[1]
     item_id = reviewed(store, ONE_SIDED, "partial", {"citations": [f"No.{second.entry_id}"], "must_include": ["対応方針"]})
     _, scenario = make_regression_case(store, item_id, SATO)
@@ -179,7 +155,6 @@ def test_entry_citations():
 def test_the_adapter_reports_the_answer_citations_and_outcome(library):
     store, ids = library
     first = ids["outsourcing-termination-convenience"]
-    log: list = []
     result = run_scenario({"name": "ask", "flow": "ask", "turns": [{"message": ONE_SIDED}],
                            "expect": {"outcome": "answered", "first_citation": f"No.{first}",
                                       "citations_include": ["業務委託契約：一方的な任意解除権の制限"]}},
