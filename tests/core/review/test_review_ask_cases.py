@@ -21,8 +21,10 @@ from core.review.intake import give_feedback
 from core.review.regression import NotReplayable, entry_citation, expectations, make_regression_case
 from core.review.replay import replay_reviewed
 from core.store.prompt_versions import list_prompt_versions
+from core.store.db import create_scratch_database
 from core.store.store import Store
 from tests.helpers.clients import PromptFollowingAskClient as PromptFollowingClient
+from tests.helpers.pg import shared_pg_url
 
 ONE_SIDED = "相手だけがいつでも契約を解除できる条項には、普段どう対応していますか？ 担当 090-1234-5678"
 NOTHING = "有給休暇の申請方法を教えて"
@@ -31,9 +33,13 @@ SATO = Identity(name="佐藤", email="sato@example.jp", source="proxy", roles=fr
 MARKER = PromptFollowingClient.MARKER
 
 
-@pytest.fixture
-def library(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'ask-review.db'}")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def library(request, tmp_path):
+    """The recall set's confirmed library in a fresh store, on both engines (the case, the review rows and the
+    library all in the one store)."""
+    url = f"sqlite:///{tmp_path / 'ask-review.db'}" if request.param == "sqlite" else \
+        create_scratch_database(shared_pg_url())
+    store = Store(url)
     ids = load_library(store)
     yield store, ids
     store.engine.dispose()
