@@ -24,6 +24,7 @@ the item's snapshot (masked) against the current library (``core.knowledge.ask_s
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Mapping
 
 from core.eval.expectations import CHECKS
@@ -35,7 +36,7 @@ MESSAGE_CHARS = 4000
 FAQ_OUTCOMES = ("answered", "not_found", "fallback", "refused", "handoff", "smalltalk")
 URGENCIES = ("critical", "high", "medium", "low")
 ASK_OUTCOMES = ("answered", "not_found")
-_ENTRY_NO = re.compile(r"(?:No\.?|NO\.?|no\.?|#|＃)?\s{0,2}([0-9０-９]{1,9})")
+_ENTRY_NO = re.compile(r"(?:no\.?|#)?\s{0,2}([0-9]{1,9})", re.IGNORECASE)  # on NFKC-folded text of ≤ 80 chars
 
 
 class NotReplayable(ValueError):
@@ -86,7 +87,7 @@ def entry_citation(value: Any) -> str:
     """A cited knowledge entry as a ナレッジに質問 case names it: 「12」「No.12」「#12」 → ``No.12``; anything
     else is a title, kept as typed."""
     text = str(value or "").strip()
-    number = _ENTRY_NO.fullmatch(text)
+    number = _ENTRY_NO.fullmatch(unicodedata.normalize("NFKC", text)[:80])
     return f"No.{int(number.group(1))}" if number else text
 
 

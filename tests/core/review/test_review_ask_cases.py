@@ -154,8 +154,8 @@ def test_ask_expectations_are_checkable_facts_only(right, expect):
 
 
 def test_entry_citations():
-    assert [entry_citation(x) for x in ("12", "No.12", "no12", "＃１２", " No. 3 ", "第12条の件")] == \
-        ["No.12", "No.12", "No.12", "No.12", "No.3", "第12条の件"]
+    assert [entry_citation(x) for x in ("12", "No.12", "no12", "＃１２", "Ｎｏ．１２", " No. 3 ", "第12条の件")] == \
+        ["No.12", "No.12", "No.12", "No.12", "No.12", "No.3", "第12条の件"]
 
 
 def test_the_adapter_reports_the_answer_citations_and_outcome(library):
