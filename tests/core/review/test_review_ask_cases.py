@@ -20,8 +20,8 @@ from core.review.answers import ask_answer
 from core.review.intake import give_feedback
 from core.review.regression import NotReplayable, entry_citation, expectations, make_regression_case
 from core.review.replay import replay_reviewed
-from core.store.prompt_versions import list_prompt_versions
 from core.store.db import create_scratch_database
+from core.store.prompt_versions import list_prompt_versions
 from core.store.store import Store
 from tests.helpers.clients import PromptFollowingAskClient as PromptFollowingClient
 from tests.helpers.pg import shared_pg_url
