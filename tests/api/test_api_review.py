@@ -194,3 +194,23 @@ def test_an_api_turn_with_a_critical_answer_is_queued(api):
     assert reply["urgency"]["level"] == "critical"
     items = api.get("/api/review/queue", headers=REVIEWER).json()["items"]
     assert [(i["session_id"], i["reason"]) for i in items] == [(sid, "critical")]
+
+
+def test_an_ask_item_corrected_over_http_becomes_a_regression_case(api):
+    """ナレッジに質問 is not a stored session: its item comes from the page; a reviewer corrects it over HTTP with the
+    entries it should cite (a number and a title) and 該当なし / 回答する, and the item becomes an ``ask`` case."""
+    from core.identity import REVIEWER as REVIEWER_ROLE
+    from core.identity import Identity
+    from core.review.regression import make_regression_case
+    item, _ = api.store.enqueue_review("ask-http", 0, "ask", "thumbs_down", snapshot={
+        "question": "秘密保持期間は何年にしていますか", "answer": "該当するナレッジはありません。", "sources": [],
+        "outcome": "not_found"})
+    body = {"verdict": "incorrect", "labels": ["情報不足"],
+            "corrected_answer": {"outcome": "answered", "citations": ["12", "NDA：秘密保持期間"]}}
+    r = api.post(f"/api/review/items/{item}", json=body, headers=REVIEWER)
+    assert r.status_code == 200, r.text
+    _, scenario = make_regression_case(api.store, item, Identity(name="sato", email="sato@example.jp", source="proxy",
+                                                                 roles=frozenset({REVIEWER_ROLE})))
+    assert (scenario["flow"], scenario["turns"]) == ("ask", [{"message": "秘密保持期間は何年にしていますか"}])
+    assert scenario["expect"] == {"outcome": "answered", "first_citation": "No.12",
+                                  "citations_include": ["No.12", "NDA：秘密保持期間"]}
