@@ -16,6 +16,8 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * install — :mod:`bench.install` (the README's installs into an empty virtualenv, wheels only, no pip cache;
   downloads, so it needs the network: one to four minutes);
 * review_queue — :mod:`bench.review_queue` (one page of the レビュー queue at 1k and 100k items);
+* knowledge_sync — :mod:`bench.knowledge_sync` (a new process's first sync of the knowledge index, 1k and 10k
+  confirmed entries; ``--quick``: 100 and 1,000, SQLite);
 * pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
   ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` measures stores of 100 and 500, seeded on first use);
 * analytics_write — :mod:`bench.analytics_write` (分析's first run after another user's chat turn against
@@ -44,7 +46,7 @@ from typing import Any
 
 SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "analytics_write", "mask", "store", "prompts",
             "urgency", "knowledge_recall", "knowledge_eval", "streaming", "startup", "install",
-            "review_queue")
+            "review_queue", "knowledge_sync")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -85,6 +87,8 @@ FIGURES = (
     ("venv_test_mb", "—", "the virtualenv with the tests' tools (MB)"),
     ("review_queue_page_ms_sqlite", "—", "レビュー queue: one page + count (ms), 1k and 100k items (bench.review_queue)"),
     ("review_queue_growth_sqlite", "—", "that page at 100k items / at 1k, SQLite"),
+    ("knowledge_first_sync_s_sqlite", "—", "knowledge index: a new process's first sync (s), 1k and 10k entries"),
+    ("knowledge_first_sync_growth_sqlite", "≈ 10", "that sync at 10k / at 1k (linear = 10; n² = 100), SQLite"),
 )
 
 
