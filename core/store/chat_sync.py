@@ -65,11 +65,13 @@ def refresh_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[
 
 def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *, flow: str,
               author: Any = None, provider: str | None = None, model: str | None = None,
-              merge_state: Mapping[str, Any] | None = None, fence: str | None = None, release: bool = False) -> int:
+              merge_state: Mapping[str, Any] | None = None, title: str | None = None, status: str | None = None,
+              fence: str | None = None, release: bool = False) -> int:
     """Make the stored turns of ``conversation_id`` match ``chat``; returns how many rows were written.
     ``provider`` / ``model`` fill those columns of new turns whose entry does not name them. Everything is
     written in one transaction (``Store.write_chat``), with ``merge_state`` merged into the conversation's
-    state and the turn lease ``fence`` checked (and given up with ``release``) when given."""
+    state, its ``title`` / ``status`` set, and the turn lease ``fence`` checked (and given up with
+    ``release``) when given."""
     columns = COLUMNS[flow]
     stored = store.entry_hashes(conversation_id)
     present: set[str] = set()
@@ -90,7 +92,7 @@ def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str
         elif stored[entry_id] != entry_digest(entry):
             updates.append((entry, cols))
     gone = [entry_id for entry_id in stored if entry_id not in present]
-    if appends or updates or gone or merge_state is not None or fence is not None:
+    if appends or updates or gone or merge_state is not None or fence is not None or title or status:
         store.write_chat(conversation_id, appends=appends, updates=updates, supersede=gone, merge_state=merge_state,
-                         fence=fence, release=release)
+                         title=title, status=status, fence=fence, release=release)
     return len(appends) + len(updates) + len(gone)

@@ -314,12 +314,13 @@ class ConversationsStore:
 
     def write_chat(self, conversation_id: str, *, appends: Iterable[tuple[Mapping[str, Any], str, Any, dict]] = (),
                    updates: Iterable[tuple[Mapping[str, Any], dict]] = (), supersede: Iterable[str] = (),
-                   merge_state: Mapping[str, Any] | None = None, fence: str | None = None, hold: float | None = None,
-                   release: bool = False) -> None:
+                   merge_state: Mapping[str, Any] | None = None, title: str | None = None, status: str | None = None,
+                   fence: str | None = None, hold: float | None = None, release: bool = False) -> None:
         """A turn's writes in one transaction: new chat entries appended in order (``(entry, role, author,
-        columns)``), entries changed in place (``(entry, columns)``), entries superseded (their ids), and the
-        conversation's state merged (top-level keys). With ``fence`` nothing is written unless that turn
-        lease is still held (:class:`TurnBusy`); ``hold`` extends it, ``release`` gives it up."""
+        columns)``), entries changed in place (``(entry, columns)``), entries superseded (their ids), the
+        conversation's state merged (top-level keys), its ``title`` and ``status`` set. With ``fence`` nothing
+        is written unless that turn lease is still held (:class:`TurnBusy`); ``hold`` extends it, ``release``
+        gives it up."""
         appends = [(storable_entry(e), role, author, cols) for e, role, author, cols in appends]
         for stored, _, _, _ in appends:
             stored["id"] = str(stored.get("id") or new_id(12))
@@ -355,6 +356,10 @@ class ConversationsStore:
                         current = conn.execute(select(c.state).where(c.id == conversation_id)).scalar()
                         values["state"] = dumps({**(loads(current, {}) or {}), **dict(merge_state)})
                         values["state_version"] = c.state_version + 1
+                    if title is not None:
+                        values["title"] = title[:200]
+                    if status is not None:
+                        values["status"] = status
                     if fence is not None and release:
                         values.update(turn_token=None, turn_until=None)
                     conn.execute(update(t.conversations).where(c.id == conversation_id).values(**values))
