@@ -44,7 +44,7 @@ class DiagnosisConversations:
         self.service = ChatService(client, store=self.sessions, **service_options)
 
     def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any,
-              lease: str | None = None) -> None:
+              lease: str | None = None, stored: dict[str, str] | None = None) -> None:
         """The transcript and the last response, written through. The newest assistant entry carries the
         whole response (the turn JSON the store keeps); the client names the provider and model. The last
         write checks and gives up the turn lease ``lease`` (if any)."""
@@ -57,7 +57,7 @@ class DiagnosisConversations:
                   provider=getattr(client, "name", None), model=getattr(client, "model", None),
                   merge_state={**session.get("merge_state", {}), "last_response": dump},
                   title=session.get("title"), status=session.get("status"), fence=lease,
-                  release=lease is not None)  # one transaction
+                  release=lease is not None, stored=stored)  # one transaction
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:
@@ -72,18 +72,21 @@ class DiagnosisConversations:
         the conversation runs for longer than ``wait`` or took the lease over."""
         sid = request.session_id or ""
         hold = client_deadline(client or self.service.ctx.client) + LEASE_MARGIN_SECONDS
+        stored: dict[str, str] | None = None  # the stored entries' digests, read under the lease
         with self.store.turn(sid, hold=hold, wait=self.wait) as token:
             if token is not None:
                 current = self._current(sid, expiry=False, keep=True)  # the service applies the expiry once, below
                 if current is not None:  # the stored conversation, whatever this caller's copy still shows
-                    refresh_chat(self.store, sid, transcript)
+                    stored = {}
+                    refresh_chat(self.store, sid, transcript, hashes=stored)
                     prompt = current.prompt
                 self.sessions.fences[sid] = (token, hold)
                 self.sessions.held.add(sid)
             try:  # the session's own write waits for the transcript's: both in one fenced transaction
                 response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
                 self._flush(sid, response.session_id)
-                self._save(transcript, response, client, token if response.session_id == sid else None)
+                same = response.session_id == sid
+                self._save(transcript, response, client, token if same else None, stored if same else None)
             finally:
                 self.sessions.fences.pop(sid, None)
                 self.sessions.held.discard(sid)

@@ -401,9 +401,17 @@ class ConversationsStore:
             out.append(data)
         return out
 
-    def chat_entries(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The page's chat list as it was, in order (the working copy on resume)."""
-        return [row["entry"] for row in self.list_turns(conversation_id)]
+    def chat_entries(self, conversation_id: str, *, hashes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """The page's chat list as it was, in order (the working copy on resume). ``hashes``, when given, is
+        filled with what :meth:`entry_hashes` would return, from the same read."""
+        query = (select(t.turns.c.entry_id, t.turns.c.entry)
+                 .where(and_(t.turns.c.conversation_id == conversation_id, t.turns.c.superseded.is_(False)))
+                 .order_by(t.turns.c.seq))
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        if hashes is not None:
+            hashes.update({row.entry_id: hashlib.sha256(row.entry.encode()).hexdigest() for row in rows})
+        return [loads(row.entry, {}) for row in rows]
 
     def entry_hashes(self, conversation_id: str) -> dict[str, str]:
         """``{entry_id: sha256 of the stored entry}`` of the live turns (for write-through sync)."""

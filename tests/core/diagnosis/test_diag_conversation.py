@@ -138,28 +138,38 @@ def any_url(request, tmp_path) -> str:
 
 
 def _count_store_work(store):
-    """Write transactions (the writer's ``begin``) and reads of the conversation row while counting."""
-    counted = {"writes": 0, "conversation_reads": 0}
+    """Write transactions (the writer's ``begin``), reads of the conversation row and of its turns."""
+    counted = {"writes": 0, "conversation_reads": 0, "turn_reads": 0}
 
     def begin(conn):
         if conn.get_execution_options().get("kaiwa_write"):
             counted["writes"] += 1
 
-    real = store.get_conversation
+    def counting(name, key):
+        real = getattr(store, name)
 
-    def get_conversation(cid):
-        counted["conversation_reads"] += 1
-        return real(cid)
+        def wrapper(*args, **kwargs):
+            counted[key] += 1
+            return real(*args, **kwargs)
+        return wrapper
 
     event.listen(store.engine, "begin", begin)
-    store.get_conversation = get_conversation
-    return counted, lambda: (event.remove(store.engine, "begin", begin), setattr(store, "get_conversation", real))
+    for name, key in (("get_conversation", "conversation_reads"), ("chat_entries", "turn_reads"),
+                      ("entry_hashes", "turn_reads"), ("list_turns", "turn_reads")):
+        setattr(store, name, counting(name, key))
+
+    def stop():
+        event.remove(store.engine, "begin", begin)
+        for name in ("get_conversation", "chat_entries", "entry_hashes", "list_turns"):
+            delattr(store, name)
+    return counted, stop
 
 
 def test_an_api_turn_takes_two_write_transactions_and_reads_the_conversation_once(any_url):
     """Issue #25: the lease, then the session, the transcript, the last response and the release in one
     transaction (the session's own write was a third); the conversation read under the lease serves the
-    service's load too. Both engines; counted, never timed."""
+    service's load too, and the turns read to refresh the transcript serve the write's diff (they were read
+    twice). Both engines; counted, never timed."""
     convs = _convs(any_url)
     sid = convs.handle(ChatRequest()).session_id
     for req in (dict(action="select_vehicle", action_value=MIRAI), dict(action="confirm_photo", action_value="yes")):
@@ -169,7 +179,7 @@ def test_an_api_turn_takes_two_write_transactions_and_reads_the_conversation_onc
         r = convs.handle(ChatRequest(session_id=sid, message="エアコンの風が弱い気がする"))
     finally:
         stop()
-    assert counted == {"writes": 2, "conversation_reads": 1}
+    assert counted == {"writes": 2, "conversation_reads": 1, "turn_reads": 1}
     stored = Store(any_url).get_conversation(sid)
     session = stored["state"]["session"]
     assert session["current_step"] == r.current_step and session["symptom_text"] == "エアコンの風が弱い気がする"

@@ -69,3 +69,15 @@ def test_a_turns_title_and_status_land_with_its_chat(store, operator):
     assert counted["writes"] == 1 and conversation["title"] == "ミライバ: ブレーキが鳴る"
     assert conversation["status"] == "done" and conversation["turn_token"] is None
     assert conversation["state"] == {"session": {"current_step": "done"}, "last_response": {"n": 1}}
+
+
+def test_chat_entries_report_the_digests_entry_hashes_would(store, operator):
+    """One read of the turns serves both the transcript refresh and the write's diff (issue #25)."""
+    cid = store.create_conversation("diagnosis", operator)
+    chat = [{"role": "assistant", "step": "vehicle_id", "message": "車両は？"}, {"role": "user", "text": "ミライ"}]
+    sync_chat(store, cid, chat, flow="diagnosis")
+    sync_chat(store, cid, chat[:1], flow="diagnosis")  # the user turn superseded: not live, not reported
+    hashes: dict[str, str] = {}
+    entries = store.chat_entries(cid, hashes=hashes)
+    assert [e["message"] for e in entries] == ["車両は？"]
+    assert hashes == store.entry_hashes(cid) and len(hashes) == 1
