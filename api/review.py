@@ -151,11 +151,12 @@ def _owned(store: Store, session_id: str, caller: Identity, auth: AuthSettings) 
     return conversation
 
 
-def queue_latest_answer(store: Store, session_id: str) -> None:
+def queue_latest_answer(store: Store, session_id: str, transcript: list[dict[str, Any]] | None = None) -> None:
     """After an ``/api/chat`` turn: the newest answer of the session enters the review queue when a reason
-    holds (``core.review.intake.consider``). Never fails the turn (logged)."""
+    holds (``core.review.intake.consider``). ``transcript``: the session's live chat as the turn stored it
+    (else read from the store). Never fails the turn (logged)."""
     try:
-        entries = store.chat_entries(session_id)
+        entries = transcript if transcript is not None else store.chat_entries(session_id)
         turn = max((i for i, e in enumerate(entries) if e.get("role") == "assistant"), default=None)
         if turn is not None:
             consider(store, session_id, turn)

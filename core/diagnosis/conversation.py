@@ -41,6 +41,7 @@ class DiagnosisConversations:
         self.owner = owner
         self.wait = wait
         self.sessions = StoredSessionStore(store, owner=owner, **options)
+        self.transcript: list[dict[str, Any]] | None = None  # the live chat as the last handle() stored it
         self.service = ChatService(client, store=self.sessions, **service_options)
 
     def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any,
@@ -125,6 +126,10 @@ class DiagnosisConversations:
     def handle(self, request: ChatRequest, *, client: Any = None, log: Any = None) -> ChatResponse:
         """The HTTP API's call: the transcript and the prompt on screen come from the store (read under the
         turn lease by :meth:`send`)."""
+        transcript: list[dict[str, Any]] = []
         if not request.session_id and not (request.message or request.action):
-            return self.start([], client=client, log=log)
-        return self.send([], request, client=client, log=log)
+            response = self.start(transcript, client=client, log=log)
+        else:
+            response = self.send(transcript, request, client=client, log=log)
+        self.transcript = transcript
+        return response
