@@ -62,8 +62,9 @@ class DiagnosisConversations:
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:
-        response = view.start(self.service, transcript, client=client, log=log)
-        self._save(transcript, response, client)
+        with self.sessions.holding_new():  # the new session's own write rides in its first chat write
+            response = view.start(self.service, transcript, client=client, log=log)
+            self._save(transcript, response, client, stored={})  # a new conversation holds no turns yet
         return response
 
     def send(self, transcript: MutableSequence[dict[str, Any]], request: ChatRequest, *, prompt: Any = None,
@@ -84,10 +85,11 @@ class DiagnosisConversations:
                 self.sessions.fences[sid] = (token, hold)
                 self.sessions.held.add(sid)
             try:  # the session's own write waits for the transcript's: both in one fenced transaction
-                response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
-                self._flush(sid, response.session_id)
-                same = response.session_id == sid
-                self._save(transcript, response, client, token if same else None, stored if same else None)
+                with self.sessions.holding_new():  # (a new session for an unknown id or a restart: likewise)
+                    response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
+                    self._flush(sid, response.session_id)
+                    same = response.session_id == sid
+                    self._save(transcript, response, client, token if same else None, stored if same else None)
             finally:
                 self.sessions.fences.pop(sid, None)
                 self.sessions.held.discard(sid)

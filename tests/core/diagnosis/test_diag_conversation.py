@@ -210,3 +210,21 @@ def test_a_turn_that_fails_stores_neither_its_session_nor_its_transcript(tmp_pat
     assert Store(url).get_conversation(sid)["state"] == before and len(Store(url).list_turns(sid)) == turns
     r = convs.handle(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"))
     assert r.current_step == "free_text"
+
+
+def test_a_start_is_two_write_transactions_and_reads_no_turns(any_url):
+    """The new conversation, then its session, welcome message and last response in one transaction (there
+    were four: the create, the session's update, the read of its turns, the chat). Both engines."""
+    convs = _convs(any_url)
+    counted, stop = _count_store_work(convs.store)
+    try:
+        r = convs.handle(ChatRequest())
+    finally:
+        stop()
+    assert counted["writes"] == 2 and counted["turn_reads"] == 0
+    stored = Store(any_url).get_conversation(r.session_id)
+    assert stored["state"]["session"]["current_step"] == "vehicle_id" and stored["state"]["last_response"] == r.model_dump(mode="json")
+    assert convs.sessions.held == set() and convs.sessions.pending == {}
+    unknown = convs.handle(ChatRequest(session_id="no-such-session", message="こんにちは"))  # a new one, held too
+    assert unknown.session_id != "no-such-session" and convs.sessions.held == set()
+    assert Store(any_url).get_conversation(unknown.session_id)["state"]["last_response"]["notice"]
