@@ -360,7 +360,7 @@ def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations,
     _check_owner(conversations.store, body.session_id, owner, auth)
     response = conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
     queue_latest_answer(conversations.store, response.session_id,  # a failed or critical answer is reviewed
-                        conversations.transcript)
+                        conversations.transcript, list(log or []))
     return response
 
 

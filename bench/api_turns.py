@@ -112,14 +112,16 @@ def _worker(url: str) -> None:
         import inspect
 
         from api.review import queue_latest_answer
-        takes_transcript = "transcript" in inspect.signature(queue_latest_answer).parameters
+        takes = inspect.signature(queue_latest_answer).parameters
     except ImportError:
-        queue_latest_answer, takes_transcript = None, False
+        queue_latest_answer, takes = None, {}
 
-    def after(conversations: Any, response: dict[str, Any]) -> None:
+    def after(conversations: Any, response: dict[str, Any], log: Any) -> None:
         if queue_latest_answer is None:
             return
-        if takes_transcript:
+        if "calls" in takes:
+            queue_latest_answer(store, response["session_id"], conversations.transcript, list(log))
+        elif "transcript" in takes:
             queue_latest_answer(store, response["session_id"], conversations.transcript)
         else:
             queue_latest_answer(store, response["session_id"])
@@ -132,14 +134,14 @@ def _worker(url: str) -> None:
         conversations = DiagnosisConversations(store, client=client, owner="bench")
         log = StoredDebugLog(store, "bench")
         response = conversations.handle(ChatRequest(), log=log).model_dump(mode="json")
-        after(conversations, response)
+        after(conversations, response, log)
         sid, turns = response["session_id"], 1
         requests = first_steps(symptom)
         while requests:
             request = requests.pop(0)
             cpu = time.process_time()
             response = conversations.handle(ChatRequest(session_id=sid, **request), log=log).model_dump(mode="json")
-            after(conversations, response)
+            after(conversations, response, log)
             if turns >= 3:  # the symptom and the answers to the diagnosis' questions
                 diagnosis_cpu.append(time.process_time() - cpu)
             turns += 1
