@@ -132,7 +132,7 @@ def _worker(url: str) -> None:
         symptom = symptom_text(seq[0])
         seq[0] += 1
         conversations = DiagnosisConversations(store, client=client, owner="bench")
-        log = StoredDebugLog(store, "bench")
+        log = StoredDebugLog(store, "bench")  # one per request, as the route's
         response = conversations.handle(ChatRequest(), log=log).model_dump(mode="json")
         after(conversations, response, log)
         sid, turns = response["session_id"], 1
@@ -140,6 +140,8 @@ def _worker(url: str) -> None:
         while requests:
             request = requests.pop(0)
             cpu = time.process_time()
+            conversations = DiagnosisConversations(store, client=client, owner="bench")  # per request, as the route's
+            log = StoredDebugLog(store, "bench")
             response = conversations.handle(ChatRequest(session_id=sid, **request), log=log).model_dump(mode="json")
             after(conversations, response, log)
             if turns >= 3:  # the symptom and the answers to the diagnosis' questions
