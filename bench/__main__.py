@@ -21,7 +21,9 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
   ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` measures stores of 100 and 500, seeded on first use);
 * analytics_write — :mod:`bench.analytics_write` (分析's first run after another user's chat turn against
-  its rerun, at two store sizes; ``--quick``: 200 and 1,000).
+  its rerun, at two store sizes; ``--quick``: 200 and 1,000);
+* api_turns — :mod:`bench.api_turns` (a ``POST /api/chat`` turn's CPU in-process, and a real uvicorn worker's
+  turns/s against a one-insert-one-select endpoint, lost turns counted).
 
 Store sizes of the pages and analytics_write sections: ``KAIWA_BENCH_SIZES=1000,30000``. Progress goes to
 stderr; with ``--json`` stdout is one JSON object.
@@ -44,7 +46,7 @@ import time
 import warnings
 from typing import Any
 
-SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "analytics_write", "mask", "store", "prompts",
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "analytics_write", "api_turns", "mask", "store", "prompts",
             "urgency", "knowledge_recall", "knowledge_eval", "streaming", "startup", "install",
             "review_queue", "knowledge_sync")
 # (figure, goal shown in the table, how to read it)
@@ -67,6 +69,14 @@ FIGURES = (
     ("analytics_growth_after_write_sqlite", "≤ 1.5", "分析 first run after a write, largest size / smallest, SQLite"),
     ("analytics_after_write_vs_rerun_postgresql", "≤ 2", "the same on PostgreSQL"),
     ("analytics_growth_after_write_postgresql", "≤ 1.5", "the same on PostgreSQL"),
+    ("api_turn_cpu_ms_sqlite", "—", "POST /api/chat work per turn, CPU ms in-process, SQLite (bench.api_turns)"),
+    ("api_diagnosis_turn_cpu_ms_sqlite", "—", "the same for the symptom and answer turns only"),
+    ("api_turn_rps_vs_baseline_sqlite", "—", "real uvicorn worker, 8 clients: turns/s / one-insert-one-select endpoint's"),
+    ("api_turns_lost_sqlite", "0", "turns answered 200 and missing from the stored transcript"),
+    ("api_turn_cpu_ms_postgresql", "—", "the same on PostgreSQL (KAIWA_TEST_PG_URL)"),
+    ("api_diagnosis_turn_cpu_ms_postgresql", "—", "the same on PostgreSQL"),
+    ("api_turn_rps_vs_baseline_postgresql", "—", "the same on PostgreSQL"),
+    ("api_turns_lost_postgresql", "0", "the same on PostgreSQL"),
     ("mask_time_ratio_1mb_vs_100kb", "≈ 10", "masking time 1 MB / 100 KB (linear = 10)"),
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
     ("prompt_render_ratio_store_vs_files_sqlite", "≈ 1", "prompt render with store versions / files only (bench.prompts)"),

@@ -167,10 +167,22 @@ def served_version(name: str) -> str:
     return version if generation == _generation else prompt_version(name)
 
 
+_names: dict[tuple[str, int], tuple[str, ...]] = {}  # (folder, its mtime) -> the names it held then
+
+
 def prompt_names() -> list[str]:
-    """Every prompt file's name (``.md`` without the suffix, other files with theirs), sorted."""
-    return sorted(p.stem if p.suffix == ".md" else p.name for p in PROMPTS_DIR.iterdir()
-                  if p.is_file() and not p.name.startswith("."))
+    """Every prompt file's name (``.md`` without the suffix, other files with theirs), sorted. The listing is
+    read again only when the folder changed (its mtime: a file added, removed or renamed), not on every
+    debug record of every turn."""
+    key = (str(PROMPTS_DIR), PROMPTS_DIR.stat().st_mtime_ns)
+    names = _names.get(key)
+    if names is None:
+        names = tuple(sorted(p.stem if p.suffix == ".md" else p.name for p in PROMPTS_DIR.iterdir()
+                             if p.is_file() and not p.name.startswith(".")))
+        if len(_names) > 16:
+            _names.clear()
+        _names[key] = names
+    return list(names)
 
 
 def prompt_versions() -> dict[str, str]:
