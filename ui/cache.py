@@ -19,6 +19,7 @@ import streamlit as st
 from core import analytics
 from core.store import get_store
 from core.store.debug_records import DebugQuery
+from ui import charts
 from ui.session import store
 
 TTL_SECONDS = 300
@@ -100,16 +101,17 @@ def digest(data: Any) -> str:
     return hashlib.sha256(values + repr((list(frame.columns), frame.index.name)).encode()).hexdigest()[:24]
 
 
-ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.dataframe}
-
-
 @st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)
 def replay(kind: str, key: Any, _data: Any, **kwargs: Any) -> None:
-    """``st.bar_chart`` / ``st.line_chart`` / ``st.dataframe`` of ``_data``, drawn once per ``key`` (which must
-    name the data, e.g. with :func:`digest`: it is not hashed) and then replayed (Streamlit replays the
-    elements a cached function drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most
-    of a rerun's time."""
-    ELEMENTS[kind](_data, **kwargs)
+    """A ``bar`` or ``line`` chart (``ui.charts``: the charts of ``st.bar_chart`` / ``st.line_chart``, as
+    plain Vega-Lite) or a ``dataframe`` of ``_data``, drawn once per ``key`` (which must name the data, e.g.
+    with :func:`digest`: it is not hashed) and then replayed (Streamlit replays the elements a cached
+    function drew): building a chart's spec and a table's Arrow bytes is most of a rerun's time."""
+    if kind == "dataframe":
+        st.dataframe(_data, **kwargs)
+        return
+    data, spec = charts.spec(kind, _data, **kwargs)
+    st.vega_lite_chart(data, spec, width="stretch")
 
 
 # ---- ナレッジライブラリ ------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -146,3 +148,33 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     assert not at.exception
     assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
     assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one
+
+
+def test_the_charts_are_plain_vega_lite_specs_built_without_altair(seeded, monkeypatch):
+    """Every chart of the page is a Vega-Lite spec that validates against the schema Streamlit's charts use,
+    and none is built through Altair (whose schema validation of every spec was most of the first run after
+    a write, issue #25): counted, not timed."""
+    import json
+
+    import altair
+    import jsonschema
+    from altair.utils import schemapi
+
+    built: list[str] = []
+    real = schemapi.SchemaBase.to_dict
+    monkeypatch.setattr(schemapi.SchemaBase, "to_dict", lambda self, *a, **k: built.append(type(self).__name__)
+                        or real(self, *a, **k))
+    at = page()
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 7 and built == []  # funnel, drop-off, quality over time, methods, outcomes, end steps, FAQ
+    validator = jsonschema.Draft7Validator(altair.vegalite.v6.schema.core.load_schema())
+    for chart in charts:
+        spec = {"data": {"values": []}, **json.loads(chart.proto.spec)}  # the data travels beside the spec
+        assert not list(validator.iter_errors(spec)), spec
+
+
+def test_a_series_name_with_a_dot_is_one_field_not_a_path():
+    from ui import charts
+
+    over_time = pd.DataFrame({"FAQ · v1.2": [0.5]}, index=pd.DatetimeIndex(["2026-01-01"], name="日付"))
+    assert charts.line(over_time)["transform"] == [{"fold": ["FAQ · v1\\.2"], "as": [charts.SERIES, charts.VALUE]}]
