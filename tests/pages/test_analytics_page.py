@@ -6,7 +6,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
