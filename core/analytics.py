@@ -117,7 +117,8 @@ def _query(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> pd.D
     if providers:
         statement = statement.bindparams(bindparam("providers", expanding=True))
     result = conn.execute(statement, params)
-    return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+    columns = list(result.keys())  # plain tuples: pandas probes a Row's attributes one by one (slow)
+    return pd.DataFrame([tuple(row) for row in result], columns=columns)
 
 
 def _japan_day(bound: str | None) -> str | None:
@@ -185,21 +186,74 @@ def _call_frames(tasks: pd.DataFrame, methods: pd.DataFrame, errors: pd.DataFram
             "hourly": hourly, "errors": errors, "calls": int(tasks["calls"].sum()) if len(tasks) else 0}
 
 
+LATENCY_RANKS_SQL = """
+WITH h AS (
+  SELECT task, provider, prompt_version, bucket, CAST(SUM(calls) AS BIGINT) AS calls FROM rollup_latency
+  WHERE {where} GROUP BY task, provider, prompt_version, bucket
+), c AS (
+  SELECT task, provider, prompt_version, bucket, calls,
+    CAST(SUM(calls) OVER (PARTITION BY task, provider, prompt_version ORDER BY bucket ROWS UNBOUNDED PRECEDING)
+         AS BIGINT) AS ends,
+    CAST(SUM(calls) OVER (PARTITION BY task, provider, prompt_version) AS BIGINT) AS n
+  FROM h
+), r AS (
+  SELECT c.*, (n - 1) / 2 AS p50, (95 * (n - 1)) / 100 AS p95 FROM c
+)
+SELECT task, provider, prompt_version, bucket, ends - calls AS first, ends, n, p50, p95 FROM r
+WHERE (ends - calls <= p50 + 1 AND p50 < ends) OR (ends - calls <= p95 + 1 AND p95 < ends)"""
+
+
+def _latency_from_buckets(rows: Iterable[Any]) -> pd.DataFrame:
+    """:func:`_latency_quantiles` of the day rollups' histograms, from the few buckets the database picked
+    (those holding the ranks around p50 and p95: ``LATENCY_RANKS_SQL``), in plain Python (a handful of rows
+    per series)."""
+    series: dict[tuple, dict[str, Any]] = {}
+    for task, provider, version, bucket, first, ends, n, p50, p95 in rows:
+        one = series.setdefault((task, provider, version), {"n": int(n), "ranks": (int(p50), int(p95)), "spans": []})
+        one["spans"].append((int(first), int(ends), int(bucket)))
+    out = []
+    for key in sorted(series):
+        one = series[key]
+        p50, p95 = one["ranks"]
+        values = [next((rollups.bucket_value(b) for lo, hi, b in one["spans"] if lo <= rank < hi), None)
+                  if rank < one["n"] else None for rank in (p50, p50 + 1, p95, p95 + 1)]
+        out.append((*key, one["n"], *values))
+    return pd.DataFrame(out, columns=[*QUALITY_KEYS, "n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"])
+
+
 def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
-    """The model calls of the Japan days ``[first, last)`` (``None``: open), from the day rollups."""
+    """The model calls of the Japan days ``[first, last)`` (``None``: open), from the day rollups, summed by
+    the database: what comes back is the size of the tables shown (per series, task and method, outcome,
+    and per day and series for the chart), however many calls the days hold."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
-    tasks = _query(conn, "SELECT day, task, provider, prompt_version, tasks, calls, first_try_valid, valid, repairs, "
-                         f"error_calls FROM rollup_tasks WHERE {where}", params, bool(providers))
-    if len(tasks):  # the day as the UTC hour its Japan midnight falls in (quality_over_time shows it as that day)
-        hours = {day: rollups.day_bounds(day)[0][:13] for day in set(tasks["day"])}
-        tasks = tasks.assign(hour=tasks["day"].map(hours)).drop(columns="day")
-    methods = _query(conn, f"SELECT task, method, tasks FROM rollup_methods WHERE {where}", params, bool(providers))
-    errors = _query(conn, f"SELECT error_type, calls FROM rollup_errors WHERE {where}", params, bool(providers))
-    latency = _query(conn, "SELECT task, provider, prompt_version, bucket, SUM(calls) AS calls FROM rollup_latency "
-                           f"WHERE {where} GROUP BY task, provider, prompt_version, bucket", params, bool(providers))
-    latency = latency.assign(value=latency["bucket"].map(rollups.bucket_value))
-    return _call_frames(tasks, methods, errors, latency)
+    numeric = ["tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls"]
+    sums = _query(conn, f"SELECT task, provider, prompt_version, {', '.join(f'SUM({c}) AS {c}' for c in numeric)} "
+                        f"FROM rollup_tasks WHERE {where} GROUP BY task, provider, prompt_version", params,
+                  bool(providers))
+    if sums.empty:
+        return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    sums = sums.astype({c: int for c in numeric})
+    statement = text(LATENCY_RANKS_SQL.format(where=where))
+    if providers:
+        statement = statement.bindparams(bindparam("providers", expanding=True))
+    latency = _latency_from_buckets(conn.execute(statement, params))
+    quality = sums.assign(first_try_valid=sums["first_try_valid"] / sums["tasks"],
+                          valid=sums["valid"] / sums["tasks"], repairs_per_task=sums["repairs"] / sums["tasks"])
+    quality = quality.drop(columns="repairs").merge(latency, on=QUALITY_KEYS, how="left")
+    hourly = _query(conn, f"SELECT day, task, provider, prompt_version, tasks, first_try_valid FROM rollup_tasks "
+                          f"WHERE {where}", params, bool(providers))
+    hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
+    hourly = hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
+    methods = _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
+                           "GROUP BY task, method", params, bool(providers)).astype({"tasks": int})
+    errors = _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
+                          "GROUP BY error_type", params, bool(providers)).astype({"calls": int})
+    return {"quality": quality.sort_values(QUALITY_KEYS).reset_index(drop=True),
+            "methods": methods.sort_values(["task", "method"]).reset_index(drop=True),
+            "hourly": hourly.astype({"tasks": int, "first_try_valid": int}),
+            "errors": errors if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
+            "calls": int(sums["calls"].sum())}
 
 
 def _calls_from_records(conn: Any, lo: str | None, hi: str | None, providers: list[str]) -> dict[str, Any]:
@@ -217,6 +271,41 @@ def _calls_from_records(conn: Any, lo: str | None, hi: str | None, providers: li
     errors = rows[kind == "error"][["method", "calls"]].rename(columns={"method": "error_type"})
     latency = rows[kind == "latency"][[*QUALITY_KEYS, "latency_ms"]].rename(columns={"latency_ms": "value"})
     return _call_frames(tasks, methods, errors, latency.assign(calls=1))
+
+
+GROUP_COLUMNS = ("flow", "started", "max_rank", "last_phase", "finalized", "confirmed", "to_draft", "to_finalize",
+                 "final_step", "urgency", "booked")  # what tells two conversations apart in a figure
+
+
+def _grouped_conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
+    """The conversations part summed by the database: one row per kind of conversation (``GROUP_COLUMNS``)
+    with how many there are (``n``) and their answers, citations and entries; the FAQ exchanges per outcome
+    and per not-found question. What comes back is the size of the figures, not of the period."""
+    params: dict[str, Any] = {"since": lo, "until": hi, "providers": chosen}
+    where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
+    keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
+    sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
+    rows = _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
+                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
+                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
+    joined = f"FROM rollup_faq f JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}"
+    faq = _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
+                 bool(chosen))
+    missed = _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
+                          f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
+    conversations = rows[[*GROUP_COLUMNS, "n", "answers", "cited", "citing"]].copy()
+    for column in ("started", "finalized", "confirmed", "booked"):
+        conversations[column] = conversations[column].fillna(0).astype(int).astype(bool)
+    conversations["n"] = conversations["n"].astype(int)
+    totals = rows[[*ENTRY_COLUMNS, "with_confirmed"]].fillna(0).astype(int).sum()
+    entries = pd.DataFrame([{"entries": int(totals["entries"]), "status_draft": int(totals["entries_draft"]),
+                             "status_confirmed": int(totals["entries_confirmed"]),
+                             "status_archived": int(totals["entries_archived"]),
+                             "ever_confirmed": int(totals["entries_ever"]),
+                             "conversations_with_confirmed": int(totals["with_confirmed"])}])
+    return {"conversations": conversations, "entries": entries,
+            "faq": faq.astype({"exchanges": int}) if len(faq) else pd.DataFrame(columns=["outcome", "exchanges"]),
+            "not_found": missed.astype({"count": int}) if len(missed) else pd.DataFrame()}
 
 
 def _conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
@@ -259,18 +348,22 @@ PARTS = {"conversations": _conversation_parts, "calls": _call_parts}
 
 
 def load_frames(store: Store, since: str | date | datetime | None = None, until: str | date | datetime | None = None,
-                providers: Iterable[str] | None = None, *, parts: Iterable[str] = tuple(PARTS)) -> Frames:
+                providers: Iterable[str] | None = None, *, parts: Iterable[str] = tuple(PARTS),
+                grouped: bool = False) -> Frames:
     """The cohort of ``[since, until)`` (see :func:`utc_bound`), filtered to ``providers`` (all when empty),
     read from the rollups (brought up to date first: :func:`refresh`). The model calls of a range of whole
     Japan days come from the day rollups; of any other range, from the debug records (one statement).
-    ``parts`` (``conversations``, ``calls``) leaves the other part's tables empty (not read)."""
+    ``parts`` (``conversations``, ``calls``) leaves the other part's tables empty (not read). ``grouped``: the
+    conversations come summed by the database (one row per kind of conversation, ``n`` of them: what 分析
+    reads, the same figures) instead of one row per conversation."""
     refresh(store)
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
     loaded = {**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}
     with store.engine.connect() as conn:
         for part in parts:
-            loaded.update(PARTS[part](conn, lo, hi, chosen))
+            read = _grouped_conversation_parts if grouped and part == "conversations" else PARTS[part]
+            loaded.update(read(conn, lo, hi, chosen))
     return Frames(since=lo, until=hi, **loaded)
 
 
@@ -287,7 +380,7 @@ def figure_inputs(frames: Frames, name: str) -> list[Any]:
     conversations = frames.conversations
     if name in FIGURES["conversations"] and name not in ("entries_confirmed", "faq_rates"):
         flow = "knowledge" if name in ("interview_funnel", "turns_to_phase", "phase_dropoff") else "diagnosis"
-        return [conversations[conversations["flow"] == flow].drop(columns="created_at")]
+        return [conversations[conversations["flow"] == flow].drop(columns="created_at", errors="ignore")]
     return {"entries_confirmed": [frames.entries], "faq_rates": [frames.faq], "faq_top_not_found": [frames.not_found],
             "model_quality": [frames.quality], "quality_over_time": [frames.hourly], "method_mix": [frames.methods],
             "error_types": [frames.errors, frames.calls]}[name]
@@ -330,14 +423,24 @@ def provider_options(store: Store, since: str | date | datetime | None = None,
 
 # ---- interview (knowledge) -----------------------------------------------------------------------------
 def _started(frames: Frames, flow: str) -> pd.DataFrame:
+    """The started conversations of ``flow``: one row per conversation, or per kind of conversation (grouped
+    frames); ``n`` is how many conversations a row stands for (1 without grouping)."""
     conversations = frames.conversations
-    return conversations[(conversations["flow"] == flow) & conversations["started"]].set_index("id")
+    per = conversations[(conversations["flow"] == flow) & conversations["started"]]
+    per = per.set_index("id") if "id" in per else per
+    return per if "n" in per else per.assign(n=1)
 
 
 def _knowledge_progress(frames: Frames) -> pd.DataFrame:
-    """Per started knowledge conversation: furthest phase rank, last phase, finalized, any entry confirmed."""
+    """Per started knowledge conversation (or kind of them, ``n``): furthest phase rank, last phase,
+    finalized, any entry confirmed."""
     per = _started(frames, "knowledge").rename_axis("conversation_id")
-    return per[["max_rank", "last_phase", "finalized", "confirmed", "to_draft", "to_finalize"]]
+    return per[["max_rank", "last_phase", "finalized", "confirmed", "to_draft", "to_finalize", "n"]]
+
+
+def _counts(per: pd.DataFrame, by: pd.Series) -> pd.Series:
+    """How many conversations there are per value of ``by`` (``per``'s rows weighted by ``n``)."""
+    return per["n"].groupby(by).sum()
 
 
 def _share(part: pd.Series, whole: pd.Series | int) -> pd.Series:
@@ -345,7 +448,8 @@ def _share(part: pd.Series, whole: pd.Series | int) -> pd.Series:
 
 
 def _reached_by_rank(per: pd.DataFrame) -> pd.Series:
-    by_rank = per["max_rank"].dropna().astype(int).value_counts().reindex(range(len(PHASES)), fill_value=0)
+    reached = per[per["max_rank"].notna()]
+    by_rank = _counts(reached, reached["max_rank"].astype(int)).reindex(range(len(PHASES)), fill_value=0)
     return by_rank[::-1].cumsum()[::-1].set_axis(PHASES)
 
 
@@ -353,10 +457,12 @@ def interview_funnel(frames: Frames) -> pd.DataFrame:
     """Conversations reaching each stage: started, each phase (or a later one), ``finalize`` mode, an
     entry confirmed; ``share`` of the started ones."""
     per = _knowledge_progress(frames)
-    counts = pd.concat([pd.Series({"started": len(per)}), _reached_by_rank(per),
-                        pd.Series({"finalize": per["finalized"].sum(), "confirmed": per["confirmed"].sum()})])
+    started = int(per["n"].sum())
+    counts = pd.concat([pd.Series({"started": started}), _reached_by_rank(per),
+                        pd.Series({"finalize": per["n"][per["finalized"]].sum(),
+                                   "confirmed": per["n"][per["confirmed"]].sum()})])
     out = counts.astype(int).rename("conversations").rename_axis("stage").reset_index()
-    out["share"] = _share(out["conversations"], len(per))
+    out["share"] = _share(out["conversations"], started)
     return out
 
 
@@ -364,7 +470,8 @@ def turns_to_phase(frames: Frames) -> pd.DataFrame:
     """User turns it took to reach ``draft_knowledge`` (or later) and ``finalize``: per target, how many
     conversations got there and the mean / median / min / max of the user turns sent until then."""
     per = _knowledge_progress(frames)
-    first = {"draft_knowledge": per["to_draft"].dropna(), "finalize": per["to_finalize"].dropna()}
+    first = {"draft_knowledge": per["to_draft"].repeat(per["n"]).dropna(),
+             "finalize": per["to_finalize"].repeat(per["n"]).dropna()}
     reached = pd.concat(first, names=["target", "conversation_id"]).astype(float)
     out = (reached.groupby(level="target").agg(["count", "mean", "median", "min", "max"])
            .reindex(list(first)).rename(columns={"count": "conversations"}))
@@ -378,8 +485,8 @@ def phase_dropoff(frames: Frames) -> pd.DataFrame:
     per = _knowledge_progress(frames)
     stopped = per[~(per["finalized"] | per["confirmed"])]
     order = [NO_PHASE, *PHASES]
-    ended = stopped["last_phase"].fillna(NO_PHASE).value_counts().reindex(order, fill_value=0)
-    reached = pd.concat([pd.Series({NO_PHASE: len(per)}), _reached_by_rank(per)])
+    ended = _counts(stopped, stopped["last_phase"].fillna(NO_PHASE)).reindex(order, fill_value=0)
+    reached = pd.concat([pd.Series({NO_PHASE: int(per["n"].sum())}), _reached_by_rank(per)])
     out = pd.DataFrame({"phase": order, "reached": reached.to_numpy(), "ended_here": ended.to_numpy()})
     out["dropoff_rate"] = _share(out["ended_here"], out["reached"])
     return out
@@ -458,15 +565,17 @@ def _diagnosis_progress(frames: Frames) -> pd.DataFrame:
     per["urgency"] = started["urgency"].fillna(UNKNOWN)
     per["booked"] = started["booked"].astype(bool)
     per["done"] = per["final_step"] == "done"
-    for column in ("answers", "cited", "citing"):
+    for column in ("answers", "cited", "citing"):  # per kind of conversation (grouped frames): their sums
         per[column] = started[column].fillna(0).astype(int)
+    per["n"] = started["n"].astype(int)
     return per
 
 
 def diagnosis_outcomes(frames: Frames) -> pd.DataFrame:
     """By urgency (session state, else the booking): conversations, reached ``done``, booked, booking rate."""
     per = _diagnosis_progress(frames)
-    out = (per.groupby("urgency").agg(conversations=("booked", "size"), done=("done", "sum"), booked=("booked", "sum"))
+    weighted = per.assign(done=per["n"] * per["done"], booked=per["n"] * per["booked"])
+    out = (weighted.groupby("urgency").agg(conversations=("n", "sum"), done=("done", "sum"), booked=("booked", "sum"))
            .reindex([u for u in URGENCY_LEVELS if u in set(per["urgency"])] +
                     sorted(set(per["urgency"]) - set(URGENCY_LEVELS))))
     out = out.astype(int).rename_axis("urgency").reset_index()
@@ -475,10 +584,12 @@ def diagnosis_outcomes(frames: Frames) -> pd.DataFrame:
 
 
 def diagnosis_end_steps(frames: Frames) -> pd.DataFrame:
-    """The step each diagnosis conversation is at (where it ended, or stands), most frequent first."""
+    """The step each diagnosis conversation is at (where it ended, or stands), most frequent first (steps
+    as frequent as each other: by name)."""
     per = _diagnosis_progress(frames)
-    out = per["final_step"].value_counts().rename("conversations").rename_axis("step").reset_index()
-    out["share"] = _share(out["conversations"], len(per))
+    counts = _counts(per, per["final_step"]).sort_values(ascending=False, kind="stable")
+    out = counts.astype(int).rename("conversations").rename_axis("step").reset_index()
+    out["share"] = _share(out["conversations"], int(per["n"].sum()))
     return out
 
 
@@ -486,7 +597,7 @@ def diagnosis_summary(frames: Frames) -> pd.DataFrame:
     """Conversations, booked conversations, booking rate (booked / conversations), model answers (assistant
     turns of ``ANSWER_STEPS``), citations per answer and the share of answers citing the manual."""
     per = _diagnosis_progress(frames)
-    conversations, booked = len(per), int(per["booked"].sum())
+    conversations, booked = int(per["n"].sum()), int(per["n"][per["booked"]].sum())
     answers, cited, citing = int(per["answers"].sum()), int(per["cited"].sum()), int(per["citing"].sum())
     values = {"conversations": conversations, "booked_conversations": booked,
               "booking_rate": round(booked / conversations, 3) if conversations else 0.0,

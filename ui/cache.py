@@ -38,12 +38,6 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
-@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _frames(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-            ) -> analytics.Frames:
-    return analytics.load_frames(get_store(url), since, until, providers, parts=(part,))
-
-
 @st.cache_data(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
 def _figure(name: str, inputs: str, _frames: analytics.Frames) -> Any:
     return analytics.figure(_frames, name)
@@ -54,19 +48,32 @@ def _providers(url: str, versions: Any, since: datetime, until: datetime) -> lis
     return analytics.provider_options(get_store(url), since, until)
 
 
-@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def _part(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+          ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for this version of
+    the part's rollups: read summed by the database (``grouped``), and each table computed again only when
+    its own inputs changed (``_figure``)."""
+    frames = analytics.load_frames(get_store(url), since, until, providers, parts=(part,), grouped=True)
+    tables: dict[str, Any] = {}
+    digests: dict[str, str] = {}
+    for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
+        digests[name] = digest_of(analytics.figure_inputs(frames, name))
+        tables[name] = _figure(name, digests[name], frames)
+    return tables, digests
+
+
 def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
                ) -> tuple[dict[str, Any], dict[str, str]]:
     """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
-    is this one cache hit. After a write, only the part whose rollups changed is read again, and only the
-    tables whose own inputs changed are computed again (the caches below)."""
+    is one cache hit per part. After a write, only the part whose rollups changed is read again, and only
+    the tables whose own inputs changed are computed again."""
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
-    for part, names in analytics.FIGURES.items():
-        frames = _frames(url, dict(versions)[part], part, since, until, providers)
-        for name in names + (("faq_top_not_found",) if part == "conversations" else ()):
-            digests[name] = digest_of(analytics.figure_inputs(frames, name))
-            tables[name] = _figure(name, digests[name], frames)  # computed again only when its inputs changed
+    for part in analytics.FIGURES:
+        part_tables, part_digests = _part(url, dict(versions)[part], part, since, until, providers)
+        tables.update(part_tables)
+        digests.update(part_digests)
     return tables, digests
 
 

@@ -136,6 +136,9 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     """Each table is cached by its own inputs (core.analytics.figure_inputs): an FAQ exchange written by
     another user recomputes the FAQ tables and leaves the interview, diagnosis and model-call tables as
     they were (counted, not timed)."""
+    import streamlit as st
+
+    st.cache_data.clear()  # a figure is cached by its inputs' digest: the same seeded store, the same key
     computed: list[str] = []
     real = analytics.figure
     monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real(frames, name))
