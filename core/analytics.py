@@ -186,74 +186,92 @@ def _call_frames(tasks: pd.DataFrame, methods: pd.DataFrame, errors: pd.DataFram
             "hourly": hourly, "errors": errors, "calls": int(tasks["calls"].sum()) if len(tasks) else 0}
 
 
-LATENCY_RANKS_SQL = """
-WITH h AS (
-  SELECT task, provider, prompt_version, bucket, CAST(SUM(calls) AS BIGINT) AS calls FROM rollup_latency
-  WHERE {where} GROUP BY task, provider, prompt_version, bucket
-), c AS (
-  SELECT task, provider, prompt_version, bucket, calls,
-    CAST(SUM(calls) OVER (PARTITION BY task, provider, prompt_version ORDER BY bucket ROWS UNBOUNDED PRECEDING)
-         AS BIGINT) AS ends,
-    CAST(SUM(calls) OVER (PARTITION BY task, provider, prompt_version) AS BIGINT) AS n
-  FROM h
-), r AS (
-  SELECT c.*, (n - 1) / 2 AS p50, (95 * (n - 1)) / 100 AS p95 FROM c
-)
-SELECT task, provider, prompt_version, bucket, ends - calls AS first, ends, n, p50, p95 FROM r
-WHERE (ends - calls <= p50 + 1 AND p50 < ends) OR (ends - calls <= p95 + 1 AND p95 < ends)"""
-
-
-def _latency_from_buckets(rows: Iterable[Any]) -> pd.DataFrame:
-    """:func:`_latency_quantiles` of the day rollups' histograms, from the few buckets the database picked
-    (those holding the ranks around p50 and p95: ``LATENCY_RANKS_SQL``), in plain Python (a handful of rows
-    per series)."""
-    series: dict[tuple, dict[str, Any]] = {}
-    for task, provider, version, bucket, first, ends, n, p50, p95 in rows:
-        one = series.setdefault((task, provider, version), {"n": int(n), "ranks": (int(p50), int(p95)), "spans": []})
-        one["spans"].append((int(first), int(ends), int(bucket)))
+def _histogram_quantiles(latency: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_latency_quantiles` of latency histograms (``bucket`` / ``calls`` rows per series; a series
+    may come in several rows per bucket: they are added), in plain Python over the buckets' counts."""
+    hist: dict[tuple, dict[int, int]] = {}
+    columns = [latency[c].tolist() for c in (*QUALITY_KEYS, "bucket", "calls")]
+    for task, provider, version, bucket, calls in zip(*columns):
+        buckets = hist.setdefault((task, provider, version), {})
+        buckets[int(bucket)] = buckets.get(int(bucket), 0) + int(calls)
     out = []
-    for key in sorted(series):
-        one = series[key]
-        p50, p95 = one["ranks"]
-        values = [next((rollups.bucket_value(b) for lo, hi, b in one["spans"] if lo <= rank < hi), None)
-                  if rank < one["n"] else None for rank in (p50, p50 + 1, p95, p95 + 1)]
-        out.append((*key, one["n"], *values))
+    for key in sorted(hist):
+        buckets = sorted(hist[key].items())
+        n = sum(calls for _, calls in buckets)
+        p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
+        values: list[float | None] = []
+        for rank in (p50, p50 + 1, p95, p95 + 1):
+            end, value = 0, None
+            for bucket, calls in buckets:
+                end += calls
+                if rank < end:
+                    value = rollups.bucket_value(bucket)
+                    break
+            values.append(value)
+        out.append((*key, n, *values))
     return pd.DataFrame(out, columns=[*QUALITY_KEYS, "n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"])
 
 
-def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
-    """The model calls of the Japan days ``[first, last)`` (``None``: open), from the day rollups, summed by
-    the database: what comes back is the size of the tables shown (per series, task and method, outcome,
-    and per day and series for the chart), however many calls the days hold."""
+CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
+
+
+def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, pd.DataFrame]:
+    """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
+    summed by the database: per series (``sums``), per series and latency bucket (``latency``), per day and
+    series (``hourly``: the chart), per task and method, per outcome. :func:`_call_shape` makes the tables."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
-    numeric = ["tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls"]
-    sums = _query(conn, f"SELECT task, provider, prompt_version, {', '.join(f'SUM({c}) AS {c}' for c in numeric)} "
-                        f"FROM rollup_tasks WHERE {where} GROUP BY task, provider, prompt_version", params,
-                  bool(providers))
-    if sums.empty:
+    series = ", ".join(QUALITY_KEYS)
+    return {
+        "sums": _query(conn, f"SELECT {series}, {', '.join(f'SUM({c}) AS {c}' for c in CALL_SUMS)} FROM rollup_tasks "
+                             f"WHERE {where} GROUP BY {series}", params, bool(providers)),
+        "latency": _query(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
+                                f"GROUP BY {series}, bucket", params, bool(providers)),
+        "hourly": _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where}", params,
+                         bool(providers)),
+        "methods": _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
+                                "GROUP BY task, method", params, bool(providers)),
+        "errors": _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
+                               "GROUP BY error_type", params, bool(providers)),
+    }
+
+
+def _joined(raws: list[dict[str, pd.DataFrame]], name: str) -> pd.DataFrame:
+    frames = [r[name] for r in raws if len(r[name])]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else raws[0][name]
+
+
+def _call_shape(raws: list[dict[str, pd.DataFrame]]) -> dict[str, Any]:
+    """quality / methods / hourly / errors / calls of :class:`Frames` from :func:`_call_rows` of one range,
+    or of several disjoint ranges: only the per-series sums are added up here (the figures add up methods
+    and outcomes themselves), in plain Python."""
+    totals: dict[tuple, list[int]] = {}
+    for raw in raws:
+        for row in zip(*(raw["sums"][c].tolist() for c in (*QUALITY_KEYS, *CALL_SUMS))):
+            values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
+            for i, value in enumerate(row[3:]):
+                values[i] += int(value or 0)
+    if not totals:
         return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
-    sums = sums.astype({c: int for c in numeric})
-    statement = text(LATENCY_RANKS_SQL.format(where=where))
-    if providers:
-        statement = statement.bindparams(bindparam("providers", expanding=True))
-    latency = _latency_from_buckets(conn.execute(statement, params))
+    sums = pd.DataFrame([(*key, *totals[key]) for key in sorted(totals)], columns=[*QUALITY_KEYS, *CALL_SUMS])
     quality = sums.assign(first_try_valid=sums["first_try_valid"] / sums["tasks"],
                           valid=sums["valid"] / sums["tasks"], repairs_per_task=sums["repairs"] / sums["tasks"])
-    quality = quality.drop(columns="repairs").merge(latency, on=QUALITY_KEYS, how="left")
-    hourly = _query(conn, f"SELECT day, task, provider, prompt_version, tasks, first_try_valid FROM rollup_tasks "
-                          f"WHERE {where}", params, bool(providers))
+    quality = quality.drop(columns="repairs").merge(_histogram_quantiles(_joined(raws, "latency")), on=QUALITY_KEYS,
+                                                    how="left")
+    hourly = _joined(raws, "hourly")
     hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
     hourly = hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
-    methods = _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
-                           "GROUP BY task, method", params, bool(providers)).astype({"tasks": int})
-    errors = _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
-                          "GROUP BY error_type", params, bool(providers)).astype({"calls": int})
-    return {"quality": quality.sort_values(QUALITY_KEYS).reset_index(drop=True),
-            "methods": methods.sort_values(["task", "method"]).reset_index(drop=True),
-            "hourly": hourly.astype({"tasks": int, "first_try_valid": int}),
-            "errors": errors if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
+    methods, errors = _joined(raws, "methods"), _joined(raws, "errors")
+    return {"quality": quality, "hourly": hourly.astype({"tasks": int, "first_try_valid": int}),
+            "methods": methods.astype({"tasks": int}) if len(methods) else pd.DataFrame(columns=["task", "method", "tasks"]),
+            "errors": errors.astype({"calls": int}) if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
             "calls": int(sums["calls"].sum())}
+
+
+def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
+    """The model calls of the Japan days ``[first, last)`` (``None``: open), from the day rollups: what comes
+    back from the database is the size of the tables shown, however many calls the days hold."""
+    return _call_shape([_call_rows(conn, first, last, providers)])
 
 
 def _calls_from_records(conn: Any, lo: str | None, hi: str | None, providers: list[str]) -> dict[str, Any]:
@@ -277,22 +295,32 @@ GROUP_COLUMNS = ("flow", "started", "max_rank", "last_phase", "finalized", "conf
                  "final_step", "urgency", "booked")  # what tells two conversations apart in a figure
 
 
-def _grouped_conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
-    """The conversations part summed by the database: one row per kind of conversation (``GROUP_COLUMNS``)
-    with how many there are (``n``) and their answers, citations and entries; the FAQ exchanges per outcome
-    and per not-found question. What comes back is the size of the figures, not of the period."""
+def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, pd.DataFrame]:
+    """The conversations of ``[lo, hi)`` summed by the database: one row per kind of conversation
+    (``GROUP_COLUMNS``) with how many there are (``n``) and their answers, citations and entries; the FAQ
+    exchanges per outcome and per not-found question. What comes back is the size of the figures, not of
+    the period; :func:`_conversation_shape` makes the frames."""
     params: dict[str, Any] = {"since": lo, "until": hi, "providers": chosen}
     where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
     keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
     sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
-    rows = _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
-                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
-                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
     joined = f"FROM rollup_faq f JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}"
-    faq = _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
-                 bool(chosen))
-    missed = _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
-                          f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
+    return {
+        "rows": _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
+                             "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
+                             f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen)),
+        "faq": _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
+                      bool(chosen)),
+        "missed": _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
+                               f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen)),
+    }
+
+
+def _conversation_shape(raws: list[dict[str, pd.DataFrame]]) -> dict[str, Any]:
+    """conversations (one row per kind, ``n``) / entries / faq / not_found of :class:`Frames` from
+    :func:`_conversation_rows` of one range, or of several disjoint ranges: put one after the other (a kind
+    may then have two rows; the figures add them up)."""
+    rows, faq, missed = _joined(raws, "rows"), _joined(raws, "faq"), _joined(raws, "missed")
     conversations = rows[[*GROUP_COLUMNS, "n", "answers", "cited", "citing"]].copy()
     for column in ("started", "finalized", "confirmed", "booked"):
         conversations[column] = conversations[column].fillna(0).astype(int).astype(bool)
@@ -303,9 +331,43 @@ def _grouped_conversation_parts(conn: Any, lo: str | None, hi: str | None, chose
                              "status_archived": int(totals["entries_archived"]),
                              "ever_confirmed": int(totals["entries_ever"]),
                              "conversations_with_confirmed": int(totals["with_confirmed"])}])
+    if len(faq) and len(raws) > 1:
+        faq = faq.astype({"exchanges": int}).groupby("outcome", as_index=False)["exchanges"].sum()
     return {"conversations": conversations, "entries": entries,
             "faq": faq.astype({"exchanges": int}) if len(faq) else pd.DataFrame(columns=["outcome", "exchanges"]),
             "not_found": missed.astype({"count": int}) if len(missed) else pd.DataFrame()}
+
+
+def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
+              ) -> dict[str, pd.DataFrame]:
+    """What one part of 分析 (``conversations`` / ``calls``) reads for the Japan days ``[since, until)``
+    (datetimes at Japan midnights), summed by the database; :func:`shape` makes the frames, from one range
+    or several (``ui.cache`` keeps the settled days' apart: :func:`settled_split`). Does not refresh."""
+    lo, hi = utc_bound(since), utc_bound(until, end=True)
+    chosen = sorted(set(providers or []))
+    with store.engine.connect() as conn:
+        if part == "conversations":
+            return _conversation_rows(conn, lo, hi, chosen)
+        return _call_rows(conn, _japan_day(lo), _japan_day(hi), chosen)
+
+
+def shape(part: str, raws: list[dict[str, pd.DataFrame]]) -> Frames:
+    """The :class:`Frames` of one part from :func:`read_part` of disjoint ranges (the other part empty)."""
+    loaded = {**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}
+    loaded.update(_conversation_shape(raws) if part == "conversations" else _call_shape(raws))
+    return Frames(**loaded)
+
+
+def settled_split(since: datetime, until: datetime, today: date | None = None) -> list[tuple[datetime, datetime, bool]]:
+    """``[since, until)`` (Japan midnights) cut where the days still being written begin (yesterday, Japan
+    time: a write marks its UTC date's two Japan days), as ``(start, end, settled)``: the settled part's
+    rollups change only with ``rollups.SETTLED`` versions, so the first run after a write reads again only
+    the last two days. A range that is not whole Japan days is not cut."""
+    if _japan_day(utc_bound(since)) is None or _japan_day(utc_bound(until, end=True)) is None:
+        return [(since, until, False)]
+    today = today or datetime.now(rollups.DAY_TZ).date()
+    cut = max(since, min(until, datetime.combine(today - timedelta(days=1), time(), rollups.DAY_TZ)))
+    return [(lo, hi, settled) for lo, hi, settled in ((since, cut, True), (cut, until, False)) if lo < hi]
 
 
 def _conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
@@ -362,8 +424,10 @@ def load_frames(store: Store, since: str | date | datetime | None = None, until:
     loaded = {**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}
     with store.engine.connect() as conn:
         for part in parts:
-            read = _grouped_conversation_parts if grouped and part == "conversations" else PARTS[part]
-            loaded.update(read(conn, lo, hi, chosen))
+            if grouped and part == "conversations":
+                loaded.update(_conversation_shape([_conversation_rows(conn, lo, hi, chosen)]))
+            else:
+                loaded.update(PARTS[part](conn, lo, hi, chosen))
     return Frames(since=lo, until=hi, **loaded)
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from core import analytics
-from core.store import get_store
+from core.store import get_store, rollups
 from core.store.debug_records import DebugQuery
 from ui import charts
 from ui.session import store
@@ -49,12 +49,23 @@ def _providers(url: str, versions: Any, since: datetime, until: datetime) -> lis
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
-def _part(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+          ) -> dict[str, pd.DataFrame]:
+    """What one part reads for ``[since, until)``, summed by the database, for this version of its rollups."""
+    return analytics.read_part(get_store(url), part, since, until, providers)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
           ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for this version of
-    the part's rollups: read summed by the database (``grouped``), and each table computed again only when
-    its own inputs changed (``_figure``)."""
-    frames = analytics.load_frames(get_store(url), since, until, providers, parts=(part,), grouped=True)
+    """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for these rollup
+    versions. The settled days (``analytics.settled_split``) are read again only when their own version
+    moves, the last two days whenever the part's does; each table is computed again only when its own
+    inputs changed (``_figure``)."""
+    version = dict(versions)
+    raws = [_rows(url, version.get(rollups.SETTLED[part] if settled else part, 0), part, lo, hi, providers)
+            for lo, hi, settled in analytics.settled_split(since, until)]
+    frames = analytics.shape(part, raws)
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
@@ -66,12 +77,15 @@ def _part(url: str, version: int, part: str, since: datetime, until: datetime, p
 def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
                ) -> tuple[dict[str, Any], dict[str, str]]:
     """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
-    is one cache hit per part. After a write, only the part whose rollups changed is read again, and only
-    the tables whose own inputs changed are computed again."""
+    is one cache hit per part. After a write, only the part whose rollups changed is read again (its last
+    two days, unless a settled day changed too), and only the tables whose own inputs changed are computed
+    again."""
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for part in analytics.FIGURES:
-        part_tables, part_digests = _part(url, dict(versions)[part], part, since, until, providers)
+        names = (part, rollups.SETTLED[part])
+        part_versions = tuple((name, value) for name, value in versions if name in names)
+        part_tables, part_digests = _part(url, part_versions, part, since, until, providers)
         tables.update(part_tables)
         digests.update(part_digests)
     return tables, digests

@@ -31,6 +31,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
 
 from sqlalchemy import bindparam, delete, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from core.store import tables as t
 from core.store.stamps import count_triggers
@@ -43,6 +45,10 @@ DAY_TZ = timezone(timedelta(hours=9))  # the days rollups count by: Japan days (
 BUCKETS_PER_E = 50  # latency buckets: e**(1/50) ≈ 2 % wide
 BATCH = 400  # conversations recomputed per transaction
 DAYS_PER_BATCH = 7
+# The rollups of the days before yesterday (Japan time) change rarely (a write marks its UTC date's two Japan
+# days, so today's writes recount yesterday and today): a refresh that recounts an older day, or a conversation
+# created before yesterday, bumps these versions too, and 分析 keeps the settled days' sums until they move.
+SETTLED = {"conversations": "conversations_settled", "calls": "calls_settled"}
 ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
                  "rollup_latency")
 
@@ -71,6 +77,11 @@ def japan_days(utc_dates: Iterable[str]) -> list[str]:
             continue
         days.update((utc.isoformat(), (utc + timedelta(days=1)).isoformat()))
     return sorted(days)
+
+
+def settled_before(today: date | None = None) -> str:
+    """The first Japan day still being written (yesterday): the days before it are settled (``SETTLED``)."""
+    return ((today or datetime.now(DAY_TZ).date()) - timedelta(days=1)).isoformat()
 
 
 def latency_bucket(ms: float) -> int:
@@ -358,22 +369,45 @@ class RollupsStore:
             marks = conn.execute(select(t.rollup_dirty.c.conversation_id, t.rollup_dirty.c.day).distinct()).all()
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
+        settled = settled_before()
         for batch in _chunks(conversations, BATCH):
             with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
                 conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(batch)))
+                old = self._created_before(conn, batch, day_bounds(settled)[0])  # as counted, or as created
                 self._recount_conversations(conn, batch)
-                conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == "conversations")
-                             .values(value=t.rollup_versions.c.value + 1))
+                self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
         days = 0
         for batch in _chunks(dates, DAYS_PER_BATCH):
             with self._write() as conn:
                 conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(batch)))
-                for day in japan_days(batch):
+                recounted = japan_days(batch)
+                for day in recounted:
                     self._recount_day(conn, day)
                     days += 1
-                conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == "calls")
-                             .values(value=t.rollup_versions.c.value + 1))
+                self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if recounted and recounted[0] < settled else []))
         return {"conversations": len(conversations), "days": days}
+
+    @staticmethod
+    def _created_before(conn: Any, ids: list[str], bound: str) -> bool:
+        """Whether any of the conversations ``ids`` was created before ``bound`` (its rollup row, or the
+        conversation itself when it is not counted yet or no longer exists)."""
+        params = {"ids": ids, "bound": bound}
+        statement = text("SELECT 1 FROM rollup_conversations WHERE id IN :ids AND created_at < :bound UNION ALL "
+                         "SELECT 1 FROM conversations WHERE id IN :ids AND created_at < :bound"
+                         ).bindparams(bindparam("ids", expanding=True))
+        return conn.execute(statement, params).first() is not None
+
+    def _bump_rollups(self, conn: Any, *names: str) -> None:
+        """Move the versions ``names`` (a settled version's row is made on its first bump)."""
+        for name in names:
+            moved = conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == name)
+                                 .values(value=t.rollup_versions.c.value + 1)).rowcount
+            if not moved:
+                dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
+                if dialect is None:
+                    conn.execute(insert(t.rollup_versions).values(name=name, value=1))
+                else:
+                    conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
 
     def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
         params = {"ids": ids, "unknown": UNKNOWN}
