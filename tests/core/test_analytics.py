@@ -404,3 +404,22 @@ def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conv
     grouped = a.load_frames(store, **RANGE, grouped=True)
     assert len(grouped.conversations) == before
     assert rows(a.interview_funnel(grouped), "stage")["draft_knowledge"]["conversations"] == 2 + 5
+
+
+@pytest.mark.parametrize("providers", [[], ["openai"]])
+def test_the_settled_days_and_the_last_two_added_up_give_the_figures_of_the_whole_period(store, seeded, providers):
+    """What 分析 keeps (the settled days' sums, read once) and what it reads after each write (the last two
+    days) add up to the figures of the whole period, table for table."""
+    jst = timezone(timedelta(hours=9))
+    since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
+    split = a.settled_split(since, until, today=date(2025, 6, 12))
+    assert split == [(since, datetime(2025, 6, 11, tzinfo=jst), True), (datetime(2025, 6, 11, tzinfo=jst), until, False)]
+    assert a.settled_split(since, until, today=date(2025, 5, 1)) == [(since, until, False)]
+    assert a.settled_split(since, until, today=date(2025, 8, 1)) == [(since, until, True)]
+    a.refresh(store)
+    for part in a.FIGURES:
+        whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
+        added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
+        for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
+            pd.testing.assert_frame_equal(a.figure(added, name), a.figure(whole, name), obj=name)
+            assert not a.figure(whole, name).empty or name == "method_mix" and providers

@@ -180,3 +180,29 @@ def test_a_series_name_with_a_dot_is_one_field_not_a_path():
 
     over_time = pd.DataFrame({"FAQ · v1.2": [0.5]}, index=pd.DatetimeIndex(["2026-01-01"], name="日付"))
     assert charts.line(over_time)["transform"] == [{"fold": ["FAQ · v1\\.2"], "as": [charts.SERIES, charts.VALUE]}]
+
+
+def test_after_todays_write_only_the_last_two_days_are_read_again(seeded, monkeypatch):
+    """The period's settled days (before yesterday, Japan time) are read once and kept until one of them
+    changes; another user's chat turn today makes the next run read yesterday and today only (counted)."""
+    from datetime import time, timedelta
+
+    import streamlit as st
+
+    from core.text.jst import JST
+
+    st.cache_data.clear()
+    reads: list[tuple[str, datetime]] = []
+    real = analytics.read_part
+    monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=():
+                        reads.append((part, since)) or real(store, part, since, until, providers))
+    at = page()
+    cut = datetime.combine(datetime.now(JST).date() - timedelta(days=1), time(), JST)
+    assert sorted(reads) == sorted((part, start) for part in analytics.FIGURES
+                                   for start in (cut - timedelta(days=28), cut))
+    reads.clear()
+    conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
+    at.run()
+    assert not at.exception and sorted(reads) == [("calls", cut), ("conversations", cut)]

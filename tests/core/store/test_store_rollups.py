@@ -145,6 +145,42 @@ def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, o
     assert rollup_rows(store)[cid]["faq"] == {("answered", None, 1), ("not_found", None, 1)}
 
 
+def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_versions(store, operator, monkeypatch):
+    """分析 keeps the sums of the days before yesterday (Japan time) until their own version moves: today's
+    chat turn moves the parts' versions only; a record of an old day, or a turn in a conversation created
+    before yesterday, moves the settled one too (counted, not timed)."""
+    import core.store.base as store_base
+
+    settled = rollups.SETTLED
+    now = store_base.now_iso()
+    cid = store.create_conversation("faq", operator)
+    store.append_turn(cid, {"user": "一つ目"}, role="exchange", step="answered")
+    store.add_debug_record(record(cid, at=now), operator)
+    store.refresh_rollups()
+    before = store.rollup_versions()
+    store.append_turn(cid, {"user": "二つ目"}, role="exchange", step="answered")
+    store.add_debug_record(record(cid, at=now), operator)
+    store.refresh_rollups()
+    after = store.rollup_versions()
+    assert after["conversations"] > before["conversations"] and after["calls"] > before["calls"]
+    assert [after.get(settled[p], 0) for p in settled] == [before.get(settled[p], 0) for p in settled]
+
+    store.add_debug_record(record(None, at="2025-06-10T03:00:00.000+00:00"), operator)  # an old day's record
+    store.refresh_rollups()
+    moved = store.rollup_versions()
+    assert moved[settled["calls"]] > after.get(settled["calls"], 0)
+    assert moved.get(settled["conversations"], 0) == after.get(settled["conversations"], 0)
+
+    monkeypatch.setattr(store_base, "now_iso", lambda: "2025-06-10T03:00:00.000+00:00")
+    old = store.create_conversation("faq", operator)  # created long ago …
+    monkeypatch.undo()
+    store.refresh_rollups()
+    moved = store.rollup_versions()
+    store.append_turn(old, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
+    store.refresh_rollups()
+    assert store.rollup_versions()[settled["conversations"]] > moved.get(settled["conversations"], 0)
+
+
 @pytest.mark.parametrize("ms", [1.0, 9.0, 100.0, 432.1, 2500.0, 60_000.0])
 def test_a_latency_bucket_stands_for_its_latencies_within_one_percent(ms):
     assert abs(rollups.bucket_value(rollups.latency_bucket(ms)) - ms) / ms < 0.01
