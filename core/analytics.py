@@ -186,12 +186,11 @@ def _call_frames(tasks: pd.DataFrame, methods: pd.DataFrame, errors: pd.DataFram
             "hourly": hourly, "errors": errors, "calls": int(tasks["calls"].sum()) if len(tasks) else 0}
 
 
-def _histogram_quantiles(latency: pd.DataFrame) -> pd.DataFrame:
-    """:func:`_latency_quantiles` of latency histograms (``bucket`` / ``calls`` rows per series; a series
-    may come in several rows per bucket: they are added), in plain Python over the buckets' counts."""
+def _histogram_quantiles(latency: Iterable[tuple]) -> pd.DataFrame:
+    """:func:`_latency_quantiles` of latency histograms (``(task, provider, prompt_version, bucket, calls)``
+    rows; a series may come in several rows per bucket: they are added), in plain Python."""
     hist: dict[tuple, dict[int, int]] = {}
-    columns = [latency[c].tolist() for c in (*QUALITY_KEYS, "bucket", "calls")]
-    for task, provider, version, bucket, calls in zip(*columns):
+    for task, provider, version, bucket, calls in latency:
         buckets = hist.setdefault((task, provider, version), {})
         buckets[int(bucket)] = buckets.get(int(bucket), 0) + int(calls)
     out = []
@@ -215,39 +214,53 @@ def _histogram_quantiles(latency: pd.DataFrame) -> pd.DataFrame:
 CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
 
 
-def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, pd.DataFrame]:
+def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[tuple]:
+    statement = text(sql)
+    if providers:
+        statement = statement.bindparams(bindparam("providers", expanding=True))
+    return [tuple(row) for row in conn.execute(statement, params)]
+
+
+def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
     """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
-    summed by the database: per series (``sums``), per series and latency bucket (``latency``), per day and
-    series (``hourly``: the chart), per task and method, per outcome. :func:`_call_shape` makes the tables."""
+    summed by the database and shaped as far as they can be alone: per series (``sums``) and per series and
+    latency bucket (``latency``) as tuples, per day and series (``hourly``: the chart), per task and method,
+    per outcome as frames. :func:`_call_shape` adds ranges up and makes the tables."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
     series = ", ".join(QUALITY_KEYS)
+    hourly = _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where}", params,
+                    bool(providers))
+    hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
+    hourly = (hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
+              .astype({"tasks": int, "first_try_valid": int}))
+    methods = _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
+                           "GROUP BY task, method", params, bool(providers))
+    errors = _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
+                          "GROUP BY error_type", params, bool(providers))
     return {
-        "sums": _query(conn, f"SELECT {series}, {', '.join(f'SUM({c}) AS {c}' for c in CALL_SUMS)} FROM rollup_tasks "
-                             f"WHERE {where} GROUP BY {series}", params, bool(providers)),
-        "latency": _query(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
-                                f"GROUP BY {series}, bucket", params, bool(providers)),
-        "hourly": _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where}", params,
-                         bool(providers)),
-        "methods": _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
-                                "GROUP BY task, method", params, bool(providers)),
-        "errors": _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
-                               "GROUP BY error_type", params, bool(providers)),
+        "sums": _rows(conn, f"SELECT {series}, {', '.join(f'SUM({c}) AS {c}' for c in CALL_SUMS)} FROM rollup_tasks "
+                            f"WHERE {where} GROUP BY {series}", params, bool(providers)),
+        "latency": _rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
+                               f"GROUP BY {series}, bucket", params, bool(providers)),
+        "hourly": hourly,
+        "methods": methods.astype({"tasks": int}) if len(methods) else pd.DataFrame(columns=["task", "method", "tasks"]),
+        "errors": errors.astype({"calls": int}) if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
     }
 
 
-def _joined(raws: list[dict[str, pd.DataFrame]], name: str) -> pd.DataFrame:
+def _joined(raws: list[dict[str, Any]], name: str) -> pd.DataFrame:
     frames = [r[name] for r in raws if len(r[name])]
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else raws[0][name]
 
 
-def _call_shape(raws: list[dict[str, pd.DataFrame]]) -> dict[str, Any]:
+def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     """quality / methods / hourly / errors / calls of :class:`Frames` from :func:`_call_rows` of one range,
-    or of several disjoint ranges: only the per-series sums are added up here (the figures add up methods
-    and outcomes themselves), in plain Python."""
+    or of several disjoint ranges: only the per-series sums and latency histograms are added up here, in
+    plain Python (the figures add up methods and outcomes themselves)."""
     totals: dict[tuple, list[int]] = {}
     for raw in raws:
-        for row in zip(*(raw["sums"][c].tolist() for c in (*QUALITY_KEYS, *CALL_SUMS))):
+        for row in raw["sums"]:
             values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
             for i, value in enumerate(row[3:]):
                 values[i] += int(value or 0)
@@ -256,16 +269,10 @@ def _call_shape(raws: list[dict[str, pd.DataFrame]]) -> dict[str, Any]:
     sums = pd.DataFrame([(*key, *totals[key]) for key in sorted(totals)], columns=[*QUALITY_KEYS, *CALL_SUMS])
     quality = sums.assign(first_try_valid=sums["first_try_valid"] / sums["tasks"],
                           valid=sums["valid"] / sums["tasks"], repairs_per_task=sums["repairs"] / sums["tasks"])
-    quality = quality.drop(columns="repairs").merge(_histogram_quantiles(_joined(raws, "latency")), on=QUALITY_KEYS,
-                                                    how="left")
-    hourly = _joined(raws, "hourly")
-    hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
-    hourly = hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
-    methods, errors = _joined(raws, "methods"), _joined(raws, "errors")
-    return {"quality": quality, "hourly": hourly.astype({"tasks": int, "first_try_valid": int}),
-            "methods": methods.astype({"tasks": int}) if len(methods) else pd.DataFrame(columns=["task", "method", "tasks"]),
-            "errors": errors.astype({"calls": int}) if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
-            "calls": int(sums["calls"].sum())}
+    latency = _histogram_quantiles([row for raw in raws for row in raw["latency"]])
+    quality = quality.drop(columns="repairs").merge(latency, on=QUALITY_KEYS, how="left")
+    return {"quality": quality, "hourly": _joined(raws, "hourly"), "methods": _joined(raws, "methods"),
+            "errors": _joined(raws, "errors"), "calls": int(sums["calls"].sum())}
 
 
 def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
@@ -295,47 +302,44 @@ GROUP_COLUMNS = ("flow", "started", "max_rank", "last_phase", "finalized", "conf
                  "final_step", "urgency", "booked")  # what tells two conversations apart in a figure
 
 
-def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, pd.DataFrame]:
+def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
     """The conversations of ``[lo, hi)`` summed by the database: one row per kind of conversation
-    (``GROUP_COLUMNS``) with how many there are (``n``) and their answers, citations and entries; the FAQ
-    exchanges per outcome and per not-found question. What comes back is the size of the figures, not of
-    the period; :func:`_conversation_shape` makes the frames."""
+    (``GROUP_COLUMNS``) with how many there are (``n``) and their answers and citations; the entries' totals;
+    the FAQ exchanges per outcome and per not-found question. What comes back is the size of the figures,
+    not of the period; :func:`_conversation_shape` adds ranges up."""
     params: dict[str, Any] = {"since": lo, "until": hi, "providers": chosen}
     where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
     keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
     sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
     joined = f"FROM rollup_faq f JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}"
-    return {
-        "rows": _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
-                             "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
-                             f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen)),
-        "faq": _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
-                      bool(chosen)),
-        "missed": _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
-                               f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen)),
-    }
+    rows = _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
+                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
+                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
+    faq = _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
+                 bool(chosen))
+    missed = _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
+                          f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
+    conversations = rows[[*GROUP_COLUMNS, "n", "answers", "cited", "citing"]].astype(
+        {"started": bool, "confirmed": bool, "booked": bool, "n": int})
+    conversations["finalized"] = conversations["finalized"].fillna(0).astype(int).astype(bool)
+    totals = rows[[*ENTRY_COLUMNS, "with_confirmed"]].fillna(0).astype(int).sum()
+    return {"rows": conversations, "entries": [int(totals[c]) for c in (*ENTRY_COLUMNS, "with_confirmed")],
+            "faq": faq.astype({"exchanges": int}) if len(faq) else pd.DataFrame(columns=["outcome", "exchanges"]),
+            "missed": missed.astype({"count": int}) if len(missed) else pd.DataFrame()}
 
 
-def _conversation_shape(raws: list[dict[str, pd.DataFrame]]) -> dict[str, Any]:
+def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     """conversations (one row per kind, ``n``) / entries / faq / not_found of :class:`Frames` from
     :func:`_conversation_rows` of one range, or of several disjoint ranges: put one after the other (a kind
     may then have two rows; the figures add them up)."""
-    rows, faq, missed = _joined(raws, "rows"), _joined(raws, "faq"), _joined(raws, "missed")
-    conversations = rows[[*GROUP_COLUMNS, "n", "answers", "cited", "citing"]].copy()
-    for column in ("started", "finalized", "confirmed", "booked"):
-        conversations[column] = conversations[column].fillna(0).astype(int).astype(bool)
-    conversations["n"] = conversations["n"].astype(int)
-    totals = rows[[*ENTRY_COLUMNS, "with_confirmed"]].fillna(0).astype(int).sum()
-    entries = pd.DataFrame([{"entries": int(totals["entries"]), "status_draft": int(totals["entries_draft"]),
-                             "status_confirmed": int(totals["entries_confirmed"]),
-                             "status_archived": int(totals["entries_archived"]),
-                             "ever_confirmed": int(totals["entries_ever"]),
-                             "conversations_with_confirmed": int(totals["with_confirmed"])}])
-    if len(faq) and len(raws) > 1:
-        faq = faq.astype({"exchanges": int}).groupby("outcome", as_index=False)["exchanges"].sum()
-    return {"conversations": conversations, "entries": entries,
-            "faq": faq.astype({"exchanges": int}) if len(faq) else pd.DataFrame(columns=["outcome", "exchanges"]),
-            "not_found": missed.astype({"count": int}) if len(missed) else pd.DataFrame()}
+    totals = [sum(values) for values in zip(*(raw["entries"] for raw in raws))]
+    names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
+             "conversations_with_confirmed"]
+    faq = _joined(raws, "faq")
+    if len(raws) > 1 and faq["outcome"].duplicated().any():
+        faq = faq.groupby("outcome", as_index=False)["exchanges"].sum()
+    return {"conversations": _joined(raws, "rows"), "entries": pd.DataFrame([dict(zip(names, totals))]), "faq": faq,
+            "not_found": _joined(raws, "missed")}
 
 
 def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
@@ -437,17 +441,27 @@ FIGURES = {"conversations": ("interview_funnel", "turns_to_phase", "phase_dropof
            "calls": ("model_quality", "quality_over_time", "method_mix", "error_types")}
 
 
+# What each table is computed from: a table is computed again only when its source changed (``ui.cache``).
+FIGURE_SOURCES = {"interview_funnel": "knowledge", "turns_to_phase": "knowledge", "phase_dropoff": "knowledge",
+                  "diagnosis_summary": "diagnosis", "diagnosis_outcomes": "diagnosis",
+                  "diagnosis_end_steps": "diagnosis", "entries_confirmed": "entries", "faq_rates": "faq",
+                  "faq_top_not_found": "not_found", "model_quality": "quality", "quality_over_time": "hourly",
+                  "method_mix": "methods", "error_types": "errors"}
+
+
+def figure_source(frames: Frames, source: str) -> list[Any]:
+    """The slice of ``frames`` named ``source`` (``FIGURE_SOURCES``): a flow's conversations, or one table."""
+    if source in ("knowledge", "diagnosis"):
+        conversations = frames.conversations
+        return [conversations[conversations["flow"] == source].drop(columns="created_at", errors="ignore")]
+    return [frames.errors, frames.calls] if source == "errors" else [getattr(frames, source)]
+
+
 def figure_inputs(frames: Frames, name: str) -> list[Any]:
     """What the figure ``name`` is computed from (a slice of ``frames``): equal inputs, equal figure. A chat
     turn in an FAQ conversation changes the FAQ figures' inputs only, so the interview and diagnosis
     figures are not computed again (``ui.cache``)."""
-    conversations = frames.conversations
-    if name in FIGURES["conversations"] and name not in ("entries_confirmed", "faq_rates"):
-        flow = "knowledge" if name in ("interview_funnel", "turns_to_phase", "phase_dropoff") else "diagnosis"
-        return [conversations[conversations["flow"] == flow].drop(columns="created_at", errors="ignore")]
-    return {"entries_confirmed": [frames.entries], "faq_rates": [frames.faq], "faq_top_not_found": [frames.not_found],
-            "model_quality": [frames.quality], "quality_over_time": [frames.hourly], "method_mix": [frames.methods],
-            "error_types": [frames.errors, frames.calls]}[name]
+    return figure_source(frames, FIGURE_SOURCES[name])
 
 
 def figure(frames: Frames, name: str) -> pd.DataFrame:
@@ -612,8 +626,11 @@ def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo", freq: str = "D"
     hourly = frames.hourly
     if hourly.empty:
         return pd.DataFrame()
-    stamp = pd.to_datetime(hourly["hour"] + ":00:00+00:00", utc=True, format="ISO8601")
-    hourly = hourly.assign(day=stamp.dt.tz_convert(tz).dt.tz_localize(None).dt.to_period(freq).dt.start_time,
+    hours = pd.Series(hourly["hour"].unique())  # each distinct hour converted once
+    stamp = pd.to_datetime(hours + ":00:00+00:00", utc=True, format="ISO8601")
+    days = pd.Series(stamp.dt.tz_convert(tz).dt.tz_localize(None).dt.to_period(freq).dt.start_time.to_numpy(),
+                     index=hours.to_numpy())
+    hourly = hourly.assign(day=hourly["hour"].map(days),
                            series=hourly["task"] + " · " + hourly["provider"] + " · " + hourly["prompt_version"])
     sums = hourly.groupby(["day", "series"])[["first_try_valid", "tasks"]].sum()
     share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid")

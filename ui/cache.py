@@ -10,6 +10,7 @@ that cannot be read (another database engine) is covered by the TTL alone.
 from __future__ import annotations
 
 import hashlib
+import pickle
 from datetime import datetime
 from typing import Any
 
@@ -68,8 +69,12 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
     frames = analytics.shape(part, raws)
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
+    sources: dict[str, str] = {}  # each source digested once (three tables read a flow's conversations)
     for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
-        digests[name] = digest_of(analytics.figure_inputs(frames, name))
+        source = analytics.FIGURE_SOURCES[name]
+        if source not in sources:
+            sources[source] = digest_of(analytics.figure_source(frames, source))
+        digests[name] = sources[source]
         tables[name] = _figure(name, digests[name], frames)
     return tables, digests
 
@@ -111,15 +116,14 @@ def provider_options(since: datetime, until: datetime) -> list[str]:
 
 def digest_of(values: list[Any]) -> str:
     """One digest of several tables (and plain values)."""
-    parts = [digest(v) if isinstance(v, (pd.DataFrame, pd.Series)) else repr(v) for v in values]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+    return hashlib.sha256(b"|".join(digest(v).encode() for v in values)).hexdigest()[:24]
 
 
 def digest(data: Any) -> str:
-    """A short name for a table's content (index, columns and values): equal tables, equal digests."""
-    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
-    values = pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()
-    return hashlib.sha256(values + repr((list(frame.columns), frame.index.name)).encode()).hexdigest()[:24]
+    """A short name for a table's (or value's) content, from its pickle: equal digests, equal tables; a table
+    built the same way from the same values gets the same digest (a table built otherwise may not: it is then
+    only computed or drawn once more). Several times cheaper than hashing the values column by column."""
+    return hashlib.sha256(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()[:24]
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)

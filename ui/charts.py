@@ -2,7 +2,8 @@
 ``st.bar_chart`` / ``st.line_chart`` draw (tooltips, legend below, zoom by dragging), without building them
 through Altair: Altair validates every spec it emits against the Vega-Lite JSON schema, which cost 50–200 ms
 of CPU per chart, most of the page's first run after a write (issue #25). The data stays wide (one column
-per series); a ``fold`` transform makes it long in the browser.
+per series) for bars, a ``fold`` transform making it long in the browser; a line chart's many series
+are sent long.
 """
 from __future__ import annotations
 
@@ -59,21 +60,22 @@ def bar(data: pd.DataFrame, x: str | None = None, y: str | Sequence[str] | None 
     return spec
 
 
-def line(data: pd.DataFrame) -> dict[str, Any]:
-    """The spec ``st.line_chart(data)`` draws for a table indexed by date with one column per series: a line
-    per series, the nearest day's points highlighted under the pointer."""
+def line(data: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The data and spec ``st.line_chart(data)`` draws for a table indexed by date with one column per series:
+    a line per series, the nearest day's points highlighted under the pointer. The data goes long (date,
+    series, value: three columns however many series; a missing value stays a gap)."""
     frame = data.reset_index()
-    x, columns = str(frame.columns[0]), list(frame.columns[1:])
-    fold, color = _series(columns)
+    x = str(frame.columns[0])
+    long = frame.melt(id_vars=[x], var_name=SERIES, value_name=VALUE)
     encoding = {"x": {"field": field(x), "type": "temporal", "title": "", "axis": {"grid": False}},
                 "y": {"field": VALUE, "type": "quantitative", "title": "", "axis": {"grid": True}},
-                "color": color,
+                "color": {"field": SERIES, "type": "nominal", "title": " ", "legend": LEGEND},
                 "tooltip": [{"field": field(x), "type": "temporal"},
                             {"field": VALUE, "type": "quantitative", "title": "value"},
                             {"field": SERIES, "type": "nominal", "title": "color"}]}
     hover = {"name": "hover", "select": {"type": "point", "clear": "mouseleave", "fields": [field(x)], "nearest": True,
                                           "on": "mousemove"}}
-    return {"$schema": SCHEMA, "transform": fold, "encoding": encoding, "layer": [
+    return long, {"$schema": SCHEMA, "encoding": encoding, "layer": [
         {"mark": {"type": "line"}, "params": [ZOOM]},
         {"mark": {"type": "point", "opacity": 0}, "params": [hover]},
         {"mark": {"type": "point", "filled": True, "size": 65},
@@ -83,6 +85,6 @@ def line(data: pd.DataFrame) -> dict[str, Any]:
 def spec(kind: str, data: pd.DataFrame, **kwargs: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
     """``(data to send, Vega-Lite spec)`` of a ``bar`` or ``line`` chart of ``data``."""
     if kind == "line":
-        return data.reset_index(), line(data)
+        return line(data)
     chart = bar(data, **kwargs)
     return (data if kwargs.get("x") is not None else data.reset_index()), chart

@@ -175,11 +175,17 @@ def test_the_charts_are_plain_vega_lite_specs_built_without_altair(seeded, monke
         assert not list(validator.iter_errors(spec)), spec
 
 
-def test_a_series_name_with_a_dot_is_one_field_not_a_path():
+def test_a_column_name_with_a_dot_is_one_field_not_a_path():
     from ui import charts
 
-    over_time = pd.DataFrame({"FAQ · v1.2": [0.5]}, index=pd.DatetimeIndex(["2026-01-01"], name="日付"))
-    assert charts.line(over_time)["transform"] == [{"fold": ["FAQ · v1\\.2"], "as": [charts.SERIES, charts.VALUE]}]
+    mix = pd.DataFrame({"v1.2": [1], "v2": [2]}, index=pd.Index(["FAQ"], name="タスク"))
+    assert charts.bar(mix, horizontal=True)["transform"] == [{"fold": ["v1\\.2", "v2"],
+                                                             "as": [charts.SERIES, charts.VALUE]}]
+    over_time = pd.DataFrame({"FAQ · v1.2": [0.5, None]}, index=pd.DatetimeIndex(["2026-01-01", "2026-01-02"],
+                                                                                name="日.付"))
+    long, spec = charts.line(over_time)
+    assert spec["encoding"]["x"]["field"] == "日\\.付" and long[charts.SERIES].tolist() == ["FAQ · v1.2"] * 2
+    assert long[charts.VALUE].isna().tolist() == [False, True]  # a missing day stays a gap
 
 
 def test_after_todays_write_only_the_last_two_days_are_read_again(seeded, monkeypatch):
