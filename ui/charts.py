@@ -2,8 +2,7 @@
 ``st.bar_chart`` / ``st.line_chart`` draw (tooltips, legend below, zoom by dragging), without building them
 through Altair: Altair validates every spec it emits against the Vega-Lite JSON schema, which cost 50–200 ms
 of CPU per chart, most of the page's first run after a write (issue #25). The data stays wide (one column
-per series) for bars, a ``fold`` transform making it long in the browser; a line chart's many series
-are sent long.
+per series); a ``fold`` transform makes it long in the browser.
 """
 from __future__ import annotations
 
@@ -62,20 +61,19 @@ def bar(data: pd.DataFrame, x: str | None = None, y: str | Sequence[str] | None 
 
 def line(data: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The data and spec ``st.line_chart(data)`` draws for a table indexed by date with one column per series:
-    a line per series, the nearest day's points highlighted under the pointer. The data goes long (date,
-    series, value: three columns however many series; a missing value stays a gap)."""
+    a line per series, the nearest day's points highlighted under the pointer (a missing value is a gap)."""
     frame = data.reset_index()
-    x = str(frame.columns[0])
-    long = frame.melt(id_vars=[x], var_name=SERIES, value_name=VALUE)
+    x, columns = str(frame.columns[0]), list(frame.columns[1:])
+    fold, color = _series(columns)
     encoding = {"x": {"field": field(x), "type": "temporal", "title": "", "axis": {"grid": False}},
                 "y": {"field": VALUE, "type": "quantitative", "title": "", "axis": {"grid": True}},
-                "color": {"field": SERIES, "type": "nominal", "title": " ", "legend": LEGEND},
+                "color": color,
                 "tooltip": [{"field": field(x), "type": "temporal"},
                             {"field": VALUE, "type": "quantitative", "title": "value"},
                             {"field": SERIES, "type": "nominal", "title": "color"}]}
     hover = {"name": "hover", "select": {"type": "point", "clear": "mouseleave", "fields": [field(x)], "nearest": True,
                                           "on": "mousemove"}}
-    return long, {"$schema": SCHEMA, "encoding": encoding, "layer": [
+    return frame, {"$schema": SCHEMA, "transform": fold, "encoding": encoding, "layer": [
         {"mark": {"type": "line"}, "params": [ZOOM]},
         {"mark": {"type": "point", "opacity": 0}, "params": [hover]},
         {"mark": {"type": "point", "filled": True, "size": 65},
