@@ -606,7 +606,7 @@ def method_mix(frames: Frames) -> pd.DataFrame:
     methods = frames.methods
     if methods.empty:
         return pd.DataFrame(columns=["task"])
-    mix = methods.pivot_table(index="task", columns="method", values="tasks", aggfunc="sum", fill_value=0)
+    mix = methods.groupby(["task", "method"])["tasks"].sum().unstack("method", fill_value=0)
     return mix.astype(int).rename_axis(columns=None).reset_index()
 
 
@@ -633,8 +633,8 @@ def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo", freq: str = "D"
     hourly = hourly.assign(day=hourly["hour"].map(days),
                            series=hourly["task"] + " · " + hourly["provider"] + " · " + hourly["prompt_version"])
     sums = hourly.groupby(["day", "series"])[["first_try_valid", "tasks"]].sum()
-    share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid")
-    return share.unstack("series").rename_axis(index="day", columns="series").round(3)
+    share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid").round(3)
+    return share.unstack("series").rename_axis(index="day", columns="series")
 
 
 # ---- diagnosis -------------------------------------------------------------------------------------------
