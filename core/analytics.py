@@ -25,8 +25,14 @@ task is one provider's calls.
 Since #25 nothing is counted twice: :func:`load_frames` reads the rollups the store keeps current
 (``core.store.rollups``: one row per conversation, the model calls per Japan day), after recounting only
 what was written since the last look (:func:`refresh`). A range of whole Japan days (what 分析 shows)
-reads the calls' day rollups (latency p50 / p95 from ≈2 % buckets: within 1 %); any other range reads its
-debug records in one statement (exact).
+reads the calls' day rollups summed by the database (latency p50 / p95 from ≈2 % buckets: within 1 %);
+any other range reads its debug records in one statement (exact).
+
+What 分析 itself reads (:func:`read_part` / :func:`shape`) is summed by the database too: the conversations
+one row per *kind* (``grouped``: ``n`` conversations alike in every figure), so what comes back is the
+size of the figures, not of the period; and it is read in two pieces (:func:`settled_split`): the days
+before yesterday, kept by ``ui.cache`` until a write touches one of them (the rollups' ``SETTLED``
+versions), and yesterday and today, read again after each write.
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from ui import charts
 from ui.session import store
 
 TTL_SECONDS = 300
+SETTLED_TTL_SECONDS = 3600  # 分析's settled days: keyed by their own version, kept longer (a few MB at most)
 
 
 def stamp(*tables: str) -> tuple[Any, ...] | None:
@@ -49,7 +50,7 @@ def _providers(url: str, versions: Any, since: datetime, until: datetime) -> lis
     return analytics.provider_options(get_store(url), since, until)
 
 
-@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=32, show_spinner=False)
 def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
           ) -> dict[str, pd.DataFrame]:
     """What one part reads for ``[since, until)``, summed by the database, for this version of its rollups."""

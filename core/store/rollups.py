@@ -425,13 +425,13 @@ class RollupsStore:
     def _recount_day(self, conn: Any, day: str) -> None:
         lo, hi = day_bounds(day)
         rows = conn.execute(text(calls_sql("created_at >= :since AND created_at < :until") + aggregates_sql(False)),
-                            {"since": lo, "until": hi, "unknown": UNKNOWN}).mappings().all()
+                            {"since": lo, "until": hi, "unknown": UNKNOWN}).all()
         for table in (t.rollup_tasks, t.rollup_methods, t.rollup_errors, t.rollup_latency):
             conn.execute(delete(table).where(table.c.day == day))
         tasks: dict[tuple, dict[str, Any]] = {}
         series_errors: dict[tuple, int] = {}
         methods, errors, latency = [], [], {}
-        for r in rows:
+        for r in (row._mapping for row in rows if row[0] != "latency"):
             series = (r["task"], r["provider"], r["prompt_version"])
             if r["kind"] == "task":
                 tasks[series] = {"day": day, "task": r["task"], "provider": r["provider"],
@@ -446,8 +446,9 @@ class RollupsStore:
             elif r["kind"] == "error":
                 errors.append({"day": day, "provider": r["provider"], "error_type": r["method"],
                                "calls": int(r["calls"])})
-            else:
-                key = (*series, latency_bucket(r["latency_ms"]))
+        for kind, _, task, provider, version, *_, ms in rows:  # one row per call: plain tuples
+            if kind == "latency":
+                key = (task, provider, version, latency_bucket(ms))
                 latency[key] = latency.get(key, 0) + 1
         for series, n in series_errors.items():
             if series in tasks:  # failed calls of a series that started no task are not shown (as before)
