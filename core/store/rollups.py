@@ -66,11 +66,20 @@ def day_bounds(day: str | date) -> tuple[str, str]:
                  for x in (start, start + timedelta(days=1)))
 
 
-def japan_days(utc_dates: Iterable[str]) -> list[str]:
-    """The Japan days that the UTC dates (``YYYY-MM-DD``) overlap: each date and the next; an unreadable
-    date (a record that named an odd time) is skipped."""
+def japan_days(marks: Iterable[str]) -> list[str]:
+    """The Japan days of debug records' day marks: a Japan day (``YYYYMMDDa``: that date, ``YYYYMMDDb``: the
+    next) is itself; a UTC date (``YYYY-MM-DD``) overlaps two, that date and the next; an unreadable mark (a
+    record that named an odd time) is skipped."""
     days: set[str] = set()
-    for value in utc_dates:
+    for value in marks:
+        value = str(value)
+        if len(value) == 9 and value[8] in "ab" and value[:8].isdigit():
+            try:
+                day = date(int(value[:4]), int(value[4:6]), int(value[6:8]))
+            except ValueError:
+                continue
+            days.add((day + timedelta(days=1 if value[8] == "b" else 0)).isoformat())
+            continue
         try:
             utc = date.fromisoformat(str(value)[:10])
         except ValueError:
@@ -250,9 +259,11 @@ FROM calls WHERE latency_ms IS NOT NULL"""
 
 
 # ---- the triggers that keep the log ----------------------------------------------------------------------
-# A debug record's mark is its UTC date (the first ten characters of ``created_at``: a string operation that
-# cannot fail inside a writer's transaction, whatever the record says); the refresh recounts the two Japan
-# days that UTC date overlaps. A record also marks its conversation (whose provider it may name).
+# A debug record's mark is its Japan day when its ``created_at`` is a stored timestamp as the store writes
+# them (``YYYY-MM-DDTHH:MM:SS.mmm+00:00``): ``YYYYMMDD`` and ``a`` (before 15:00 UTC: that date) or ``b``
+# (from 15:00 UTC: the next day), string operations only, which cannot fail inside a writer's transaction;
+# anything else is marked by its UTC date (the first ten characters), whose two Japan days the refresh
+# recounts (as every mark did before 0009). A record also marks its conversation (whose provider it may name).
 _SQLITE_TRIGGERS = (  # (name, table, event, conversation id, row whose date is marked)
     ("rollup_conversations_insert", "conversations", "INSERT", "NEW.id", None),
     ("rollup_conversations_state", "conversations", "UPDATE OF state", "NEW.id", None),
@@ -270,17 +281,38 @@ _PG_EVENTS = {"conversations": "INSERT OR UPDATE OF state", "turns": "INSERT OR 
               "bookings": "INSERT OR UPDATE OF urgency, conversation_id",
               "knowledge_entries": "INSERT OR UPDATE OF status, conversation_id",
               "debug_records": "INSERT OR UPDATE OR DELETE"}
+_SQLITE_STORED = ("'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]"
+                  "+00:00'")  # GLOB: the whole value
+
+
+def day_mark(row: str, dialect: str, exact: bool = True) -> str:
+    """The SQL of a debug record's day mark (``row``: ``NEW`` / ``OLD``): its Japan day (``YYYYMMDDa`` /
+    ``YYYYMMDDb``) when ``created_at`` is a stored timestamp, else its UTC date (``exact=False``: always)."""
+    at = f"{row}.created_at"
+    utc_date = f"substr({at}, 1, 10)"
+    if not exact:
+        return utc_date
+    stored = (f"{at} GLOB {_SQLITE_STORED}" if dialect == "sqlite" else
+              f"{at} ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}[.][0-9]{{3}}[+]00:00$'")
+    japan = (f"substr({at}, 1, 4) || substr({at}, 6, 2) || substr({at}, 9, 2) || "
+             f"CASE WHEN substr({at}, 12, 2) >= '15' THEN 'b' ELSE 'a' END")
+    return f"CASE WHEN {stored} THEN {japan} ELSE {utc_date} END"
+
+
+def _pg_function(exact: bool = True) -> str:
+    return _PG_FUNCTION.replace("{OLD}", day_mark("OLD", "postgresql", exact)).replace(
+        "{NEW}", day_mark("NEW", "postgresql", exact))
+
+
 _PG_FUNCTION = """
 CREATE OR REPLACE FUNCTION kaiwa_rollup_mark() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_TABLE_NAME = 'debug_records' THEN
     IF TG_OP <> 'INSERT' THEN
-      INSERT INTO rollup_dirty(conversation_id, day) VALUES (OLD.conversation_id, NULL),
-        (NULL, substr(OLD.created_at, 1, 10));
+      INSERT INTO rollup_dirty(conversation_id, day) VALUES (OLD.conversation_id, NULL), (NULL, {OLD});
     END IF;
     IF TG_OP <> 'DELETE' THEN
-      INSERT INTO rollup_dirty(conversation_id, day) VALUES (NEW.conversation_id, NULL),
-        (NULL, substr(NEW.created_at, 1, 10));
+      INSERT INTO rollup_dirty(conversation_id, day) VALUES (NEW.conversation_id, NULL), (NULL, {NEW});
     END IF;
   ELSIF TG_TABLE_NAME = 'conversations' THEN
     INSERT INTO rollup_dirty(conversation_id) VALUES (NEW.id);
@@ -291,9 +323,9 @@ BEGIN
 END $$"""
 
 
-def create(conn: Any) -> None:
+def create(conn: Any, exact_days: bool = True) -> None:
     """The log's triggers for this connection's engine (the migration; :func:`ensure` after one that copies
-    a table) and the version rows."""
+    a table) and the version rows. ``exact_days=False``: a debug record marks its UTC date (before 0009)."""
     dialect = conn.dialect.name
     for name in ("conversations", "calls"):
         if conn.execute(select(t.rollup_versions.c.name).where(t.rollup_versions.c.name == name)).first() is None:
@@ -302,7 +334,7 @@ def create(conn: Any) -> None:
         for name, table, event, conversation, row in _SQLITE_TRIGGERS:
             if row:
                 body = (f"INSERT INTO rollup_dirty(conversation_id, day) VALUES ({conversation}, NULL), "
-                        f"(NULL, substr({row}.created_at, 1, 10));")
+                        f"(NULL, {day_mark(row, dialect, exact_days)});")
                 guard = ""
             else:
                 body = f"INSERT INTO rollup_dirty(conversation_id) VALUES ({conversation});"
@@ -310,7 +342,7 @@ def create(conn: Any) -> None:
             conn.exec_driver_sql(f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table}{guard} "
                                  f"BEGIN {body} END")
     elif dialect == "postgresql":
-        conn.exec_driver_sql(_PG_FUNCTION)
+        conn.exec_driver_sql(_pg_function(exact_days))
         for table, events in _PG_EVENTS.items():
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS rollup_{table} ON {table}")
             conn.exec_driver_sql(f"CREATE TRIGGER rollup_{table} AFTER {events} ON {table} "
