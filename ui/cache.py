@@ -50,10 +50,19 @@ def _providers(url: str, versions: Any, since: datetime, until: datetime) -> lis
     return analytics.provider_options(get_store(url), since, until)
 
 
-@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=32, show_spinner=False)
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
 def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-          ) -> dict[str, pd.DataFrame]:
-    """What one part reads for ``[since, until)``, summed by the database, for this version of its rollups."""
+          ) -> dict[str, Any]:
+    """What one part reads for ``[since, until)`` (the days still being written), summed by the database, for
+    this version of its rollups."""
+    return analytics.read_part(get_store(url), part, since, until, providers)
+
+
+@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
+def _settled_rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+                  ) -> dict[str, Any]:
+    """:func:`_rows` of the settled days, for this settled version (kept apart: a write today does not push
+    them out)."""
     return analytics.read_part(get_store(url), part, since, until, providers)
 
 
@@ -65,7 +74,8 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
     moves, the last two days whenever the part's does; each table is computed again only when its own
     inputs changed (``_figure``)."""
     version = dict(versions)
-    raws = [_rows(url, version.get(rollups.SETTLED[part] if settled else part, 0), part, lo, hi, providers)
+    raws = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
+            _rows(url, version.get(part, 0), part, lo, hi, providers)
             for lo, hi, settled in analytics.settled_split(since, until)]
     frames = analytics.shape(part, raws)
     tables: dict[str, Any] = {}
