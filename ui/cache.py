@@ -14,7 +14,6 @@ import pickle
 from datetime import datetime
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from core import analytics

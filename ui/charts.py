@@ -6,7 +6,8 @@ per series); a ``fold`` transform makes it long in the browser.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
