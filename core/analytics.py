@@ -30,9 +30,9 @@ any other range reads its debug records in one statement (exact).
 
 What 分析 itself reads (:func:`read_part` / :func:`shape`) is summed by the database too: the conversations
 one row per *kind* (``grouped``: ``n`` conversations alike in every figure), so what comes back is the
-size of the figures, not of the period; and it is read in two pieces (:func:`settled_split`): the days
-before yesterday, kept by ``ui.cache`` until a write touches one of them (the rollups' ``SETTLED``
-versions), and yesterday and today, read again after each write.
+size of the figures, not of the period; and it is read in two pieces (:func:`settled_split`): the settled
+days (model calls before today, conversations created before yesterday), kept by ``ui.cache`` until a write
+touches one of them (the rollups' ``SETTLED`` versions), and the rest, read again after each write.
 """
 from __future__ import annotations
 
@@ -368,15 +368,16 @@ def shape(part: str, raws: list[dict[str, pd.DataFrame]]) -> Frames:
     return Frames(**loaded)
 
 
-def settled_split(since: datetime, until: datetime, today: date | None = None) -> list[tuple[datetime, datetime, bool]]:
-    """``[since, until)`` (Japan midnights) cut where the days still being written begin (yesterday, Japan
-    time: a write marks its UTC date's two Japan days), as ``(start, end, settled)``: the settled part's
-    rollups change only with ``rollups.SETTLED`` versions, so the first run after a write reads again only
-    the last two days. A range that is not whole Japan days is not cut."""
+def settled_split(since: datetime, until: datetime, part: str, today: date | None = None
+                  ) -> list[tuple[datetime, datetime, bool]]:
+    """``[since, until)`` (Japan midnights) cut where ``part``'s days still being written begin
+    (``rollups.settled_before``: yesterday for conversations, today for model calls), as ``(start, end,
+    settled)``: the settled piece's rollups change only with ``rollups.SETTLED`` versions, so the first run
+    after a write reads again only the last day or two. A range that is not whole Japan days is not cut."""
     if _japan_day(utc_bound(since)) is None or _japan_day(utc_bound(until, end=True)) is None:
         return [(since, until, False)]
-    today = today or datetime.now(rollups.DAY_TZ).date()
-    cut = max(since, min(until, datetime.combine(today - timedelta(days=1), time(), rollups.DAY_TZ)))
+    first = date.fromisoformat(rollups.settled_before(part, today))
+    cut = max(since, min(until, datetime.combine(first, time(), rollups.DAY_TZ)))
     return [(lo, hi, settled) for lo, hi, settled in ((since, cut, True), (cut, until, False)) if lo < hi]
 
 

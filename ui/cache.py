@@ -75,7 +75,7 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
     version = dict(versions)
     raws = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
             _rows(url, version.get(part, 0), part, lo, hi, providers)
-            for lo, hi, settled in analytics.settled_split(since, until)]
+            for lo, hi, settled in analytics.settled_split(since, until, part)]
     frames = analytics.shape(part, raws)
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
@@ -92,9 +92,9 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
 def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
                ) -> tuple[dict[str, Any], dict[str, str]]:
     """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
-    is one cache hit per part. After a write, only the part whose rollups changed is read again (its last
-    two days, unless a settled day changed too), and only the tables whose own inputs changed are computed
-    again."""
+    is one cache hit per part. After a write, only the part whose rollups changed is read again (its days
+    still being written, unless a settled day changed too), and only the tables whose own inputs changed are
+    computed again."""
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for part in analytics.FIGURES:

@@ -45,10 +45,12 @@ DAY_TZ = timezone(timedelta(hours=9))  # the days rollups count by: Japan days (
 BUCKETS_PER_E = 50  # latency buckets: e**(1/50) ≈ 2 % wide
 BATCH = 400  # conversations recomputed per transaction
 DAYS_PER_BATCH = 7
-# The rollups of the days before yesterday (Japan time) change rarely (a write marks its UTC date's two Japan
-# days, so today's writes recount yesterday and today): a refresh that recounts an older day, or a conversation
-# created before yesterday, bumps these versions too, and 分析 keeps the settled days' sums until they move.
+# The rollups of the settled days change rarely: the model calls of the days before today (Japan time; a
+# record written now marks today), the conversations created before yesterday (yesterday's are still being
+# talked in). A refresh that recounts an older day, or such a conversation, bumps these versions too, and 分析
+# keeps the settled days' sums until they move.
 SETTLED = {"conversations": "conversations_settled", "calls": "calls_settled"}
+SETTLED_DAYS = {"conversations": 1, "calls": 0}  # the days back from today still being written
 ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
                  "rollup_latency")
 
@@ -88,9 +90,10 @@ def japan_days(marks: Iterable[str]) -> list[str]:
     return sorted(days)
 
 
-def settled_before(today: date | None = None) -> str:
-    """The first Japan day still being written (yesterday): the days before it are settled (``SETTLED``)."""
-    return ((today or datetime.now(DAY_TZ).date()) - timedelta(days=1)).isoformat()
+def settled_before(part: str, today: date | None = None) -> str:
+    """The first Japan day of ``part`` still being written (``SETTLED_DAYS``: yesterday for conversations,
+    today for model calls): the days before it are settled (``SETTLED``)."""
+    return ((today or datetime.now(DAY_TZ).date()) - timedelta(days=SETTLED_DAYS[part])).isoformat()
 
 
 def latency_bucket(ms: float) -> int:
@@ -401,11 +404,11 @@ class RollupsStore:
             marks = conn.execute(select(t.rollup_dirty.c.conversation_id, t.rollup_dirty.c.day).distinct()).all()
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
-        settled = settled_before()
+        today = datetime.now(DAY_TZ).date()
         for batch in _chunks(conversations, BATCH):
             with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
                 conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(batch)))
-                old = self._created_before(conn, batch, day_bounds(settled)[0])  # as counted, or as created
+                old = self._created_before(conn, batch, day_bounds(settled_before("conversations", today))[0])
                 self._recount_conversations(conn, batch)
                 self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
         days = 0
@@ -416,7 +419,8 @@ class RollupsStore:
                 for day in recounted:
                     self._recount_day(conn, day)
                     days += 1
-                self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if recounted and recounted[0] < settled else []))
+                settled = recounted and recounted[0] < settled_before("calls", today)
+                self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
         return {"conversations": len(conversations), "days": days}
 
     @staticmethod

@@ -407,17 +407,19 @@ def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conv
 
 
 @pytest.mark.parametrize("providers", [[], ["openai"]])
-def test_the_settled_days_and_the_last_two_added_up_give_the_figures_of_the_whole_period(store, seeded, providers):
-    """What 分析 keeps (the settled days' sums, read once) and what it reads after each write (the last two
-    days) add up to the figures of the whole period, table for table."""
+def test_the_settled_days_and_the_days_still_written_add_up_to_the_figures_of_the_whole_period(store, seeded, providers):
+    """What 分析 keeps (the settled days' sums, read once) and what it reads after each write (the days still
+    being written: from yesterday for conversations, today for model calls) add up to the figures of the
+    whole period, table for table."""
     jst = timezone(timedelta(hours=9))
     since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
-    split = a.settled_split(since, until, today=date(2025, 6, 12))
-    assert split == [(since, datetime(2025, 6, 11, tzinfo=jst), True), (datetime(2025, 6, 11, tzinfo=jst), until, False)]
-    assert a.settled_split(since, until, today=date(2025, 5, 1)) == [(since, until, False)]
-    assert a.settled_split(since, until, today=date(2025, 8, 1)) == [(since, until, True)]
+    assert a.settled_split(since, until, "calls", today=date(2025, 5, 1)) == [(since, until, False)]
+    assert a.settled_split(since, until, "calls", today=date(2025, 8, 1)) == [(since, until, True)]
     a.refresh(store)
     for part in a.FIGURES:
+        split = a.settled_split(since, until, part, today=date(2025, 6, 12))
+        cut = datetime(2025, 6, 11 if part == "conversations" else 12, tzinfo=jst)  # yesterday / today
+        assert split == [(since, cut, True), (cut, until, False)]
         whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
         added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
         for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):

@@ -187,9 +187,10 @@ def test_a_column_name_with_a_dot_is_one_field_not_a_path():
     assert list(data.columns) == ["日付", "FAQ · v1.2"]
 
 
-def test_after_todays_write_only_the_last_two_days_are_read_again(seeded, monkeypatch):
-    """The period's settled days (before yesterday, Japan time) are read once and kept until one of them
-    changes; another user's chat turn today makes the next run read yesterday and today only (counted)."""
+def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, monkeypatch):
+    """The period's settled days (model calls before today, conversations created before yesterday, Japan
+    time) are read once and kept until one of them changes; another user's chat turn today makes the next
+    run read today's calls and yesterday's and today's conversations only (counted)."""
     from datetime import time, timedelta
 
     import streamlit as st
@@ -202,12 +203,12 @@ def test_after_todays_write_only_the_last_two_days_are_read_again(seeded, monkey
     monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=():
                         reads.append((part, since)) or real(store, part, since, until, providers))
     at = page()
-    cut = datetime.combine(datetime.now(JST).date() - timedelta(days=1), time(), JST)
-    assert sorted(reads) == sorted((part, start) for part in analytics.FIGURES
-                                   for start in (cut - timedelta(days=28), cut))
+    today = datetime.combine(datetime.now(JST).date(), time(), JST)
+    start, cut = today - timedelta(days=29), {"calls": today, "conversations": today - timedelta(days=1)}
+    assert sorted(reads) == sorted((part, s) for part in analytics.FIGURES for s in (start, cut[part]))
     reads.clear()
     conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
     at.run()
-    assert not at.exception and sorted(reads) == [("calls", cut), ("conversations", cut)]
+    assert not at.exception and sorted(reads) == [("calls", cut["calls"]), ("conversations", cut["conversations"])]
