@@ -70,7 +70,7 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
           ) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for these rollup
     versions. The settled days (``analytics.settled_split``) are read again only when their own version
-    moves, the last two days whenever the part's does; each table is computed again only when its own
+    moves, the days still being written whenever the part's does; each table is computed again only when its own
     inputs changed (``_figure``)."""
     version = dict(versions)
     raws = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
