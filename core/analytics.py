@@ -250,7 +250,8 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
         "latency": _rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
                                f"GROUP BY {series}, bucket", params, bool(providers)),
         "hourly": hourly,
-        "methods": methods.astype({"tasks": int}) if len(methods) else pd.DataFrame(columns=["task", "method", "tasks"]),
+        "methods": (methods.astype({"tasks": int}) if len(methods) else
+                    pd.DataFrame(columns=["task", "method", "tasks"])),
         "errors": errors.astype({"calls": int}) if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
     }
 

@@ -42,7 +42,8 @@ def bar(data: pd.DataFrame, x: str | None = None, y: str | Sequence[str] | None 
                 "title": x if len(ys) == 1 and not horizontal else "", "axis": {"grid": False}}
     spec: dict[str, Any] = {"$schema": SCHEMA, "mark": {"type": "bar"}, "params": [ZOOM]}
     if len(ys) == 1 and not horizontal:
-        value = {"field": field(ys[0]), "type": "quantitative", "title": ys[0], "axis": {"grid": True, "tickMinStep": 1}}
+        value = {"field": field(ys[0]), "type": "quantitative", "title": ys[0],
+                 "axis": {"grid": True, "tickMinStep": 1}}
         spec["encoding"] = {"x": category, "y": value, "tooltip": [
             {"field": field(x), "type": "nominal"}, {"field": field(ys[0]), "type": "quantitative"}]}
         return spec

@@ -407,7 +407,7 @@ def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conv
 
 
 @pytest.mark.parametrize("providers", [[], ["openai"]])
-def test_the_settled_days_and_the_days_still_written_add_up_to_the_figures_of_the_whole_period(store, seeded, providers):
+def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods_figures(store, seeded, providers):
     """What 分析 keeps (the settled days' sums, read once) and what it reads after each write (the days still
     being written: from yesterday for conversations, today for model calls) add up to the figures of the
     whole period, table for table."""
