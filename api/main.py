@@ -359,7 +359,8 @@ def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations,
     goes back; ``action: restart`` starts a new session (a new id; the finished one stays as it was)."""
     _check_owner(conversations.store, body.session_id, owner, auth)
     response = conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
-    queue_latest_answer(conversations.store, response.session_id)  # a failed or critical answer is reviewed
+    queue_latest_answer(conversations.store, response.session_id,  # a failed or critical answer is reviewed
+                        conversations.transcript, list(log or []))
     return response
 
 

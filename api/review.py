@@ -21,7 +21,7 @@ change is audited with the caller. Bad input gets a Japanese 422 naming the fiel
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Mapping
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -32,7 +32,7 @@ from api.errors import invalid, japanese_errors
 from core.identity import AuthSettings, Identity, load_auth_settings, resolve_identity
 from core.review.answers import NotAnAnswer
 from core.review.export import export_csv, export_jsonl
-from core.review.intake import consider, give_feedback
+from core.review.intake import certainly_not_queued, consider, give_feedback
 from core.store import get_store as shared_store
 from core.store.review import MAX_COMMENT_CHARS, MAX_LABELS, REVIEW_FLOWS, ReviewConflict, ReviewInputError, ReviewQuery
 from core.store.store import Store
@@ -151,14 +151,22 @@ def _owned(store: Store, session_id: str, caller: Identity, auth: AuthSettings) 
     return conversation
 
 
-def queue_latest_answer(store: Store, session_id: str) -> None:
+def queue_latest_answer(store: Store, session_id: str, transcript: list[dict[str, Any]] | None = None,
+                        calls: list[Mapping[str, Any]] | None = None) -> None:
     """After an ``/api/chat`` turn: the newest answer of the session enters the review queue when a reason
-    holds (``core.review.intake.consider``). Never fails the turn (logged)."""
+    holds (``core.review.intake.consider``). ``transcript``: the session's live chat as the turn stored it
+    (else read from the store); with ``calls`` (the turn's debug records, [] when the log is off) an answer
+    that certainly needs no review is known without reading it back (``certainly_not_queued``). Never fails
+    the turn (logged)."""
     try:
-        entries = store.chat_entries(session_id)
+        entries = transcript if transcript is not None else store.chat_entries(session_id)
         turn = max((i for i, e in enumerate(entries) if e.get("role") == "assistant"), default=None)
-        if turn is not None:
-            consider(store, session_id, turn)
+        if turn is None:
+            return
+        if transcript is not None and calls is not None and certainly_not_queued(
+                session_id, turn, "diagnosis", entries[turn], calls):
+            return
+        consider(store, session_id, turn)
     except Exception:  # noqa: BLE001 - the turn is stored; review intake is best effort
         logger.warning("review intake failed for a session", exc_info=True)
 

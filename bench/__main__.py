@@ -16,12 +16,16 @@ Sections (each module's ``run(quick)``; a missing or failing one shows "—" and
 * install — :mod:`bench.install` (the README's installs into an empty virtualenv, wheels only, no pip cache;
   downloads, so it needs the network: one to four minutes);
 * review_queue — :mod:`bench.review_queue` (one page of the レビュー queue at 1k and 100k items);
-* pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 20k conversations, SQLite and, with
+* knowledge_sync — :mod:`bench.knowledge_sync` (a new process's first sync of the knowledge index, 1k and 10k
+  confirmed entries; ``--quick``: 100 and 1,000, SQLite);
+* pages — :mod:`bench.pages` (every page's rerun on stores of 1k and 30k conversations, SQLite and, with
   ``KAIWA_TEST_PG_URL``, PostgreSQL; ``--quick`` measures stores of 100 and 500, seeded on first use);
 * memory — :mod:`bench.memory` (the server's RSS before, after 30 Chromium sessions opened and closed, and once
   they are gone; 10 with ``--quick``);
 * analytics_write — :mod:`bench.analytics_write` (分析's first run after another user's chat turn against
-  its rerun, at two store sizes; ``--quick``: 200 and 1,000).
+  its rerun, at two store sizes; ``--quick``: 200 and 1,000);
+* api_turns — :mod:`bench.api_turns` (a ``POST /api/chat`` turn's CPU in-process, and a real uvicorn worker's
+  turns/s against a one-insert-one-select endpoint, lost turns counted).
 
 Store sizes of the pages and analytics_write sections: ``KAIWA_BENCH_SIZES=1000,30000``. Progress goes to
 stderr; with ``--json`` stdout is one JSON object.
@@ -44,9 +48,9 @@ import time
 import warnings
 from typing import Any
 
-SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "analytics_write", "mask", "store", "prompts",
+SECTIONS = ("llm_overhead", "extract", "scale", "rerun", "pages", "analytics_write", "api_turns", "mask", "store", "prompts",
             "urgency", "knowledge_recall", "knowledge_eval", "streaming", "startup", "install",
-            "review_queue", "memory")
+            "review_queue", "memory", "knowledge_sync")
 # (figure, goal shown in the table, how to read it)
 FIGURES = (
     ("engine_overhead_vs_instructor", "≤ 1.0", "our structured_call / instructor per call, valid answer"),
@@ -70,6 +74,14 @@ FIGURES = (
     ("analytics_growth_after_write_sqlite", "≤ 1.5", "分析 first run after a write, largest size / smallest, SQLite"),
     ("analytics_after_write_vs_rerun_postgresql", "≤ 2", "the same on PostgreSQL"),
     ("analytics_growth_after_write_postgresql", "≤ 1.5", "the same on PostgreSQL"),
+    ("api_turn_cpu_ms_sqlite", "—", "POST /api/chat work per turn, CPU ms in-process, SQLite (bench.api_turns)"),
+    ("api_diagnosis_turn_cpu_ms_sqlite", "—", "the same for the symptom and answer turns only"),
+    ("api_turn_rps_vs_baseline_sqlite", "—", "real uvicorn worker, 8 clients: turns/s / one-insert-one-select endpoint's"),
+    ("api_turns_lost_sqlite", "0", "turns answered 200 and missing from the stored transcript"),
+    ("api_turn_cpu_ms_postgresql", "—", "the same on PostgreSQL (KAIWA_TEST_PG_URL)"),
+    ("api_diagnosis_turn_cpu_ms_postgresql", "—", "the same on PostgreSQL"),
+    ("api_turn_rps_vs_baseline_postgresql", "—", "the same on PostgreSQL"),
+    ("api_turns_lost_postgresql", "0", "the same on PostgreSQL"),
     ("mask_time_ratio_1mb_vs_100kb", "≈ 10", "masking time 1 MB / 100 KB (linear = 10)"),
     ("store_turn_ratio_sqlite", "—", "stored / unstored diagnosis turn, SQLite (bench.store)"),
     ("prompt_render_ratio_store_vs_files_sqlite", "≈ 1", "prompt render with store versions / files only (bench.prompts)"),
@@ -94,6 +106,8 @@ FIGURES = (
     ("memory_rss_mb_after_sessions", "—", "RSS after 30 browser sessions opened and closed (10 with --quick)"),
     ("memory_rss_mb_settled", "—", "RSS once the closed sessions are gone (disconnectedSessionTTL + settle)"),
     ("memory_growth_per_session_kb", "—", "(settled − before) / sessions, KB"),
+    ("knowledge_first_sync_s_sqlite", "—", "knowledge index: a new process's first sync (s), 1k and 10k entries"),
+    ("knowledge_first_sync_growth_sqlite", "≈ 10", "that sync at 10k / at 1k (linear = 10; n² = 100), SQLite"),
 )
 
 

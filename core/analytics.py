@@ -25,8 +25,14 @@ task is one provider's calls.
 Since #25 nothing is counted twice: :func:`load_frames` reads the rollups the store keeps current
 (``core.store.rollups``: one row per conversation, the model calls per Japan day), after recounting only
 what was written since the last look (:func:`refresh`). A range of whole Japan days (what 分析 shows)
-reads the calls' day rollups (latency p50 / p95 from ≈2 % buckets: within 1 %); any other range reads its
-debug records in one statement (exact).
+reads the calls' day rollups summed by the database (latency p50 / p95 from ≈2 % buckets: within 1 %);
+any other range reads its debug records in one statement (exact).
+
+What 分析 itself reads (:func:`read_part` / :func:`shape`) is summed by the database too: the conversations
+one row per *kind* (``grouped``: ``n`` conversations alike in every figure), so what comes back is the
+size of the figures, not of the period; and it is read in two pieces (:func:`settled_split`): the settled
+days (model calls before today, conversations created before yesterday), kept by ``ui.cache`` until a write
+touches one of them (the rollups' ``SETTLED`` versions), and the rest, read again after each write.
 """
 from __future__ import annotations
 
@@ -117,7 +123,8 @@ def _query(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> pd.D
     if providers:
         statement = statement.bindparams(bindparam("providers", expanding=True))
     result = conn.execute(statement, params)
-    return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+    columns = list(result.keys())  # plain tuples: pandas probes a Row's attributes one by one (slow)
+    return pd.DataFrame([tuple(row) for row in result], columns=columns)
 
 
 def _japan_day(bound: str | None) -> str | None:
@@ -185,21 +192,100 @@ def _call_frames(tasks: pd.DataFrame, methods: pd.DataFrame, errors: pd.DataFram
             "hourly": hourly, "errors": errors, "calls": int(tasks["calls"].sum()) if len(tasks) else 0}
 
 
-def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
-    """The model calls of the Japan days ``[first, last)`` (``None``: open), from the day rollups."""
+def _histogram_quantiles(latency: Iterable[tuple]) -> pd.DataFrame:
+    """:func:`_latency_quantiles` of latency histograms (``(task, provider, prompt_version, bucket, calls)``
+    rows; a series may come in several rows per bucket: they are added), in plain Python."""
+    hist: dict[tuple, dict[int, int]] = {}
+    for task, provider, version, bucket, calls in latency:
+        buckets = hist.setdefault((task, provider, version), {})
+        buckets[int(bucket)] = buckets.get(int(bucket), 0) + int(calls)
+    out = []
+    for key in sorted(hist):
+        buckets = sorted(hist[key].items())
+        n = sum(calls for _, calls in buckets)
+        p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
+        values: list[float | None] = []
+        for rank in (p50, p50 + 1, p95, p95 + 1):
+            end, value = 0, None
+            for bucket, calls in buckets:
+                end += calls
+                if rank < end:
+                    value = rollups.bucket_value(bucket)
+                    break
+            values.append(value)
+        out.append((*key, n, *values))
+    return pd.DataFrame(out, columns=[*QUALITY_KEYS, "n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"])
+
+
+CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
+
+
+def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[tuple]:
+    statement = text(sql)
+    if providers:
+        statement = statement.bindparams(bindparam("providers", expanding=True))
+    return [tuple(row) for row in conn.execute(statement, params)]
+
+
+def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
+    """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
+    summed by the database and shaped as far as they can be alone: per series (``sums``) and per series and
+    latency bucket (``latency``) as tuples, per day and series (``hourly``: the chart), per task and method,
+    per outcome as frames. :func:`_call_shape` adds ranges up and makes the tables."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
-    tasks = _query(conn, "SELECT day, task, provider, prompt_version, tasks, calls, first_try_valid, valid, repairs, "
-                         f"error_calls FROM rollup_tasks WHERE {where}", params, bool(providers))
-    if len(tasks):  # the day as the UTC hour its Japan midnight falls in (quality_over_time shows it as that day)
-        hours = {day: rollups.day_bounds(day)[0][:13] for day in set(tasks["day"])}
-        tasks = tasks.assign(hour=tasks["day"].map(hours)).drop(columns="day")
-    methods = _query(conn, f"SELECT task, method, tasks FROM rollup_methods WHERE {where}", params, bool(providers))
-    errors = _query(conn, f"SELECT error_type, calls FROM rollup_errors WHERE {where}", params, bool(providers))
-    latency = _query(conn, "SELECT task, provider, prompt_version, bucket, SUM(calls) AS calls FROM rollup_latency "
-                           f"WHERE {where} GROUP BY task, provider, prompt_version, bucket", params, bool(providers))
-    latency = latency.assign(value=latency["bucket"].map(rollups.bucket_value))
-    return _call_frames(tasks, methods, errors, latency)
+    series = ", ".join(QUALITY_KEYS)
+    hourly = _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where}", params,
+                    bool(providers))
+    hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
+    hourly = (hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
+              .astype({"tasks": int, "first_try_valid": int}))
+    methods = _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
+                           "GROUP BY task, method", params, bool(providers))
+    errors = _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
+                          "GROUP BY error_type", params, bool(providers))
+    return {
+        "sums": _rows(conn, f"SELECT {series}, {', '.join(f'SUM({c}) AS {c}' for c in CALL_SUMS)} FROM rollup_tasks "
+                            f"WHERE {where} GROUP BY {series}", params, bool(providers)),
+        "latency": _rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
+                               f"GROUP BY {series}, bucket", params, bool(providers)),
+        "hourly": hourly,
+        "methods": (methods.astype({"tasks": int}) if len(methods) else
+                    pd.DataFrame(columns=["task", "method", "tasks"])),
+        "errors": errors.astype({"calls": int}) if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
+    }
+
+
+def _joined(raws: list[dict[str, Any]], name: str) -> pd.DataFrame:
+    frames = [r[name] for r in raws if len(r[name])]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else raws[0][name]
+
+
+def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """quality / methods / hourly / errors / calls of :class:`Frames` from :func:`_call_rows` of one range,
+    or of several disjoint ranges: only the per-series sums and latency histograms are added up here, in
+    plain Python (the figures add up methods and outcomes themselves)."""
+    totals: dict[tuple, list[int]] = {}
+    for raw in raws:
+        for row in raw["sums"]:
+            values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
+            for i, value in enumerate(row[3:]):
+                values[i] += int(value or 0)
+    if not totals:
+        return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    sums = pd.DataFrame([(*key, *totals[key]) for key in sorted(totals)], columns=[*QUALITY_KEYS, *CALL_SUMS])
+    quality = sums.assign(first_try_valid=sums["first_try_valid"] / sums["tasks"],
+                          valid=sums["valid"] / sums["tasks"], repairs_per_task=sums["repairs"] / sums["tasks"])
+    latency = _histogram_quantiles([row for raw in raws for row in raw["latency"]])
+    quality = quality.drop(columns="repairs").merge(latency, on=QUALITY_KEYS, how="left")
+    return {"quality": quality, "hourly": _joined(raws, "hourly"), "methods": _joined(raws, "methods"),
+            "errors": _joined(raws, "errors"), "calls": int(sums["calls"].sum())}
+
+
+def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
+    """The model calls of the Japan days ``[first, last)`` (``None``: open), from the day rollups: what comes
+    back from the database is the size of the tables shown, however many calls the days hold."""
+    return _call_shape([_call_rows(conn, first, last, providers)])
 
 
 def _calls_from_records(conn: Any, lo: str | None, hi: str | None, providers: list[str]) -> dict[str, Any]:
@@ -217,6 +303,83 @@ def _calls_from_records(conn: Any, lo: str | None, hi: str | None, providers: li
     errors = rows[kind == "error"][["method", "calls"]].rename(columns={"method": "error_type"})
     latency = rows[kind == "latency"][[*QUALITY_KEYS, "latency_ms"]].rename(columns={"latency_ms": "value"})
     return _call_frames(tasks, methods, errors, latency.assign(calls=1))
+
+
+GROUP_COLUMNS = ("flow", "started", "max_rank", "last_phase", "finalized", "confirmed", "to_draft", "to_finalize",
+                 "final_step", "urgency", "booked")  # what tells two conversations apart in a figure
+
+
+def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
+    """The conversations of ``[lo, hi)`` summed by the database: one row per kind of conversation
+    (``GROUP_COLUMNS``) with how many there are (``n``) and their answers and citations; the entries' totals;
+    the FAQ exchanges per outcome and per not-found question. What comes back is the size of the figures,
+    not of the period; :func:`_conversation_shape` adds ranges up."""
+    params: dict[str, Any] = {"since": lo, "until": hi, "providers": chosen}
+    where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
+    keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
+    sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
+    joined = f"FROM rollup_faq f JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}"
+    rows = _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
+                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
+                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
+    faq = _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
+                 bool(chosen))
+    missed = _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
+                          f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
+    conversations = rows[[*GROUP_COLUMNS, "n", "answers", "cited", "citing"]].astype(
+        {"started": bool, "confirmed": bool, "booked": bool, "n": int})
+    conversations["finalized"] = conversations["finalized"].fillna(0).astype(int).astype(bool)
+    totals = rows[[*ENTRY_COLUMNS, "with_confirmed"]].fillna(0).astype(int).sum()
+    return {"rows": conversations, "entries": [int(totals[c]) for c in (*ENTRY_COLUMNS, "with_confirmed")],
+            "faq": faq.astype({"exchanges": int}) if len(faq) else pd.DataFrame(columns=["outcome", "exchanges"]),
+            "missed": missed.astype({"count": int}) if len(missed) else pd.DataFrame()}
+
+
+def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """conversations (one row per kind, ``n``) / entries / faq / not_found of :class:`Frames` from
+    :func:`_conversation_rows` of one range, or of several disjoint ranges: put one after the other (a kind
+    may then have two rows; the figures add them up)."""
+    totals = [sum(values) for values in zip(*(raw["entries"] for raw in raws))]
+    names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
+             "conversations_with_confirmed"]
+    faq = _joined(raws, "faq")
+    if len(raws) > 1 and faq["outcome"].duplicated().any():
+        faq = faq.groupby("outcome", as_index=False)["exchanges"].sum()
+    return {"conversations": _joined(raws, "rows"), "entries": pd.DataFrame([dict(zip(names, totals))]), "faq": faq,
+            "not_found": _joined(raws, "missed")}
+
+
+def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
+              ) -> dict[str, pd.DataFrame]:
+    """What one part of 分析 (``conversations`` / ``calls``) reads for the Japan days ``[since, until)``
+    (datetimes at Japan midnights), summed by the database; :func:`shape` makes the frames, from one range
+    or several (``ui.cache`` keeps the settled days' apart: :func:`settled_split`). Does not refresh."""
+    lo, hi = utc_bound(since), utc_bound(until, end=True)
+    chosen = sorted(set(providers or []))
+    with store.engine.connect() as conn:
+        if part == "conversations":
+            return _conversation_rows(conn, lo, hi, chosen)
+        return _call_rows(conn, _japan_day(lo), _japan_day(hi), chosen)
+
+
+def shape(part: str, raws: list[dict[str, pd.DataFrame]]) -> Frames:
+    """The :class:`Frames` of one part from :func:`read_part` of disjoint ranges (the other part empty)."""
+    loaded = {**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}
+    loaded.update(_conversation_shape(raws) if part == "conversations" else _call_shape(raws))
+    return Frames(**loaded)
+
+
+def settled_split(since: datetime, until: datetime, part: str, today: date | None = None
+                  ) -> list[tuple[datetime, datetime, bool]]:
+    """``[since, until)`` (Japan midnights) cut where ``part``'s days still being written begin
+    (``rollups.settled_before``: yesterday for conversations, today for model calls), as ``(start, end,
+    settled)``: the settled piece's rollups change only with ``rollups.SETTLED`` versions, so the first run
+    after a write reads again only the last day or two. A range that is not whole Japan days is not cut."""
+    if _japan_day(utc_bound(since)) is None or _japan_day(utc_bound(until, end=True)) is None:
+        return [(since, until, False)]
+    first = date.fromisoformat(rollups.settled_before(part, today))
+    cut = max(since, min(until, datetime.combine(first, time(), rollups.DAY_TZ)))
+    return [(lo, hi, settled) for lo, hi, settled in ((since, cut, True), (cut, until, False)) if lo < hi]
 
 
 def _conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
@@ -259,18 +422,24 @@ PARTS = {"conversations": _conversation_parts, "calls": _call_parts}
 
 
 def load_frames(store: Store, since: str | date | datetime | None = None, until: str | date | datetime | None = None,
-                providers: Iterable[str] | None = None, *, parts: Iterable[str] = tuple(PARTS)) -> Frames:
+                providers: Iterable[str] | None = None, *, parts: Iterable[str] = tuple(PARTS),
+                grouped: bool = False) -> Frames:
     """The cohort of ``[since, until)`` (see :func:`utc_bound`), filtered to ``providers`` (all when empty),
     read from the rollups (brought up to date first: :func:`refresh`). The model calls of a range of whole
     Japan days come from the day rollups; of any other range, from the debug records (one statement).
-    ``parts`` (``conversations``, ``calls``) leaves the other part's tables empty (not read)."""
+    ``parts`` (``conversations``, ``calls``) leaves the other part's tables empty (not read). ``grouped``: the
+    conversations come summed by the database (one row per kind of conversation, ``n`` of them: what 分析
+    reads, the same figures) instead of one row per conversation."""
     refresh(store)
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
     loaded = {**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}
     with store.engine.connect() as conn:
         for part in parts:
-            loaded.update(PARTS[part](conn, lo, hi, chosen))
+            if grouped and part == "conversations":
+                loaded.update(_conversation_shape([_conversation_rows(conn, lo, hi, chosen)]))
+            else:
+                loaded.update(PARTS[part](conn, lo, hi, chosen))
     return Frames(since=lo, until=hi, **loaded)
 
 
@@ -280,17 +449,27 @@ FIGURES = {"conversations": ("interview_funnel", "turns_to_phase", "phase_dropof
            "calls": ("model_quality", "quality_over_time", "method_mix", "error_types")}
 
 
+# What each table is computed from: a table is computed again only when its source changed (``ui.cache``).
+FIGURE_SOURCES = {"interview_funnel": "knowledge", "turns_to_phase": "knowledge", "phase_dropoff": "knowledge",
+                  "diagnosis_summary": "diagnosis", "diagnosis_outcomes": "diagnosis",
+                  "diagnosis_end_steps": "diagnosis", "entries_confirmed": "entries", "faq_rates": "faq",
+                  "faq_top_not_found": "not_found", "model_quality": "quality", "quality_over_time": "hourly",
+                  "method_mix": "methods", "error_types": "errors"}
+
+
+def figure_source(frames: Frames, source: str) -> list[Any]:
+    """The slice of ``frames`` named ``source`` (``FIGURE_SOURCES``): a flow's conversations, or one table."""
+    if source in ("knowledge", "diagnosis"):
+        conversations = frames.conversations
+        return [conversations[conversations["flow"] == source].drop(columns="created_at", errors="ignore")]
+    return [frames.errors, frames.calls] if source == "errors" else [getattr(frames, source)]
+
+
 def figure_inputs(frames: Frames, name: str) -> list[Any]:
     """What the figure ``name`` is computed from (a slice of ``frames``): equal inputs, equal figure. A chat
     turn in an FAQ conversation changes the FAQ figures' inputs only, so the interview and diagnosis
     figures are not computed again (``ui.cache``)."""
-    conversations = frames.conversations
-    if name in FIGURES["conversations"] and name not in ("entries_confirmed", "faq_rates"):
-        flow = "knowledge" if name in ("interview_funnel", "turns_to_phase", "phase_dropoff") else "diagnosis"
-        return [conversations[conversations["flow"] == flow].drop(columns="created_at")]
-    return {"entries_confirmed": [frames.entries], "faq_rates": [frames.faq], "faq_top_not_found": [frames.not_found],
-            "model_quality": [frames.quality], "quality_over_time": [frames.hourly], "method_mix": [frames.methods],
-            "error_types": [frames.errors, frames.calls]}[name]
+    return figure_source(frames, FIGURE_SOURCES[name])
 
 
 def figure(frames: Frames, name: str) -> pd.DataFrame:
@@ -330,14 +509,24 @@ def provider_options(store: Store, since: str | date | datetime | None = None,
 
 # ---- interview (knowledge) -----------------------------------------------------------------------------
 def _started(frames: Frames, flow: str) -> pd.DataFrame:
+    """The started conversations of ``flow``: one row per conversation, or per kind of conversation (grouped
+    frames); ``n`` is how many conversations a row stands for (1 without grouping)."""
     conversations = frames.conversations
-    return conversations[(conversations["flow"] == flow) & conversations["started"]].set_index("id")
+    per = conversations[(conversations["flow"] == flow) & conversations["started"]]
+    per = per.set_index("id") if "id" in per else per
+    return per if "n" in per else per.assign(n=1)
 
 
 def _knowledge_progress(frames: Frames) -> pd.DataFrame:
-    """Per started knowledge conversation: furthest phase rank, last phase, finalized, any entry confirmed."""
+    """Per started knowledge conversation (or kind of them, ``n``): furthest phase rank, last phase,
+    finalized, any entry confirmed."""
     per = _started(frames, "knowledge").rename_axis("conversation_id")
-    return per[["max_rank", "last_phase", "finalized", "confirmed", "to_draft", "to_finalize"]]
+    return per[["max_rank", "last_phase", "finalized", "confirmed", "to_draft", "to_finalize", "n"]]
+
+
+def _counts(per: pd.DataFrame, by: pd.Series) -> pd.Series:
+    """How many conversations there are per value of ``by`` (``per``'s rows weighted by ``n``)."""
+    return per["n"].groupby(by).sum()
 
 
 def _share(part: pd.Series, whole: pd.Series | int) -> pd.Series:
@@ -345,7 +534,8 @@ def _share(part: pd.Series, whole: pd.Series | int) -> pd.Series:
 
 
 def _reached_by_rank(per: pd.DataFrame) -> pd.Series:
-    by_rank = per["max_rank"].dropna().astype(int).value_counts().reindex(range(len(PHASES)), fill_value=0)
+    reached = per[per["max_rank"].notna()]
+    by_rank = _counts(reached, reached["max_rank"].astype(int)).reindex(range(len(PHASES)), fill_value=0)
     return by_rank[::-1].cumsum()[::-1].set_axis(PHASES)
 
 
@@ -353,10 +543,12 @@ def interview_funnel(frames: Frames) -> pd.DataFrame:
     """Conversations reaching each stage: started, each phase (or a later one), ``finalize`` mode, an
     entry confirmed; ``share`` of the started ones."""
     per = _knowledge_progress(frames)
-    counts = pd.concat([pd.Series({"started": len(per)}), _reached_by_rank(per),
-                        pd.Series({"finalize": per["finalized"].sum(), "confirmed": per["confirmed"].sum()})])
+    started = int(per["n"].sum())
+    counts = pd.concat([pd.Series({"started": started}), _reached_by_rank(per),
+                        pd.Series({"finalize": per["n"][per["finalized"]].sum(),
+                                   "confirmed": per["n"][per["confirmed"]].sum()})])
     out = counts.astype(int).rename("conversations").rename_axis("stage").reset_index()
-    out["share"] = _share(out["conversations"], len(per))
+    out["share"] = _share(out["conversations"], started)
     return out
 
 
@@ -364,7 +556,8 @@ def turns_to_phase(frames: Frames) -> pd.DataFrame:
     """User turns it took to reach ``draft_knowledge`` (or later) and ``finalize``: per target, how many
     conversations got there and the mean / median / min / max of the user turns sent until then."""
     per = _knowledge_progress(frames)
-    first = {"draft_knowledge": per["to_draft"].dropna(), "finalize": per["to_finalize"].dropna()}
+    first = {"draft_knowledge": per["to_draft"].repeat(per["n"]).dropna(),
+             "finalize": per["to_finalize"].repeat(per["n"]).dropna()}
     reached = pd.concat(first, names=["target", "conversation_id"]).astype(float)
     out = (reached.groupby(level="target").agg(["count", "mean", "median", "min", "max"])
            .reindex(list(first)).rename(columns={"count": "conversations"}))
@@ -378,8 +571,8 @@ def phase_dropoff(frames: Frames) -> pd.DataFrame:
     per = _knowledge_progress(frames)
     stopped = per[~(per["finalized"] | per["confirmed"])]
     order = [NO_PHASE, *PHASES]
-    ended = stopped["last_phase"].fillna(NO_PHASE).value_counts().reindex(order, fill_value=0)
-    reached = pd.concat([pd.Series({NO_PHASE: len(per)}), _reached_by_rank(per)])
+    ended = _counts(stopped, stopped["last_phase"].fillna(NO_PHASE)).reindex(order, fill_value=0)
+    reached = pd.concat([pd.Series({NO_PHASE: int(per["n"].sum())}), _reached_by_rank(per)])
     out = pd.DataFrame({"phase": order, "reached": reached.to_numpy(), "ended_here": ended.to_numpy()})
     out["dropoff_rate"] = _share(out["ended_here"], out["reached"])
     return out
@@ -421,7 +614,7 @@ def method_mix(frames: Frames) -> pd.DataFrame:
     methods = frames.methods
     if methods.empty:
         return pd.DataFrame(columns=["task"])
-    mix = methods.pivot_table(index="task", columns="method", values="tasks", aggfunc="sum", fill_value=0)
+    mix = methods.groupby(["task", "method"])["tasks"].sum().unstack("method", fill_value=0)
     return mix.astype(int).rename_axis(columns=None).reset_index()
 
 
@@ -441,12 +634,15 @@ def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo", freq: str = "D"
     hourly = frames.hourly
     if hourly.empty:
         return pd.DataFrame()
-    stamp = pd.to_datetime(hourly["hour"] + ":00:00+00:00", utc=True, format="ISO8601")
-    hourly = hourly.assign(day=stamp.dt.tz_convert(tz).dt.tz_localize(None).dt.to_period(freq).dt.start_time,
+    hours = pd.Series(hourly["hour"].unique())  # each distinct hour converted once
+    stamp = pd.to_datetime(hours + ":00:00+00:00", utc=True, format="ISO8601")
+    days = pd.Series(stamp.dt.tz_convert(tz).dt.tz_localize(None).dt.to_period(freq).dt.start_time.to_numpy(),
+                     index=hours.to_numpy())
+    hourly = hourly.assign(day=hourly["hour"].map(days),
                            series=hourly["task"] + " · " + hourly["provider"] + " · " + hourly["prompt_version"])
     sums = hourly.groupby(["day", "series"])[["first_try_valid", "tasks"]].sum()
-    share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid")
-    return share.unstack("series").rename_axis(index="day", columns="series").round(3)
+    share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid").round(3)
+    return share.unstack("series").rename_axis(index="day", columns="series")
 
 
 # ---- diagnosis -------------------------------------------------------------------------------------------
@@ -458,15 +654,17 @@ def _diagnosis_progress(frames: Frames) -> pd.DataFrame:
     per["urgency"] = started["urgency"].fillna(UNKNOWN)
     per["booked"] = started["booked"].astype(bool)
     per["done"] = per["final_step"] == "done"
-    for column in ("answers", "cited", "citing"):
+    for column in ("answers", "cited", "citing"):  # per kind of conversation (grouped frames): their sums
         per[column] = started[column].fillna(0).astype(int)
+    per["n"] = started["n"].astype(int)
     return per
 
 
 def diagnosis_outcomes(frames: Frames) -> pd.DataFrame:
     """By urgency (session state, else the booking): conversations, reached ``done``, booked, booking rate."""
     per = _diagnosis_progress(frames)
-    out = (per.groupby("urgency").agg(conversations=("booked", "size"), done=("done", "sum"), booked=("booked", "sum"))
+    weighted = per.assign(done=per["n"] * per["done"], booked=per["n"] * per["booked"])
+    out = (weighted.groupby("urgency").agg(conversations=("n", "sum"), done=("done", "sum"), booked=("booked", "sum"))
            .reindex([u for u in URGENCY_LEVELS if u in set(per["urgency"])] +
                     sorted(set(per["urgency"]) - set(URGENCY_LEVELS))))
     out = out.astype(int).rename_axis("urgency").reset_index()
@@ -475,10 +673,12 @@ def diagnosis_outcomes(frames: Frames) -> pd.DataFrame:
 
 
 def diagnosis_end_steps(frames: Frames) -> pd.DataFrame:
-    """The step each diagnosis conversation is at (where it ended, or stands), most frequent first."""
+    """The step each diagnosis conversation is at (where it ended, or stands), most frequent first (steps
+    as frequent as each other: by name)."""
     per = _diagnosis_progress(frames)
-    out = per["final_step"].value_counts().rename("conversations").rename_axis("step").reset_index()
-    out["share"] = _share(out["conversations"], len(per))
+    counts = _counts(per, per["final_step"]).sort_values(ascending=False, kind="stable")
+    out = counts.astype(int).rename("conversations").rename_axis("step").reset_index()
+    out["share"] = _share(out["conversations"], int(per["n"].sum()))
     return out
 
 
@@ -486,7 +686,7 @@ def diagnosis_summary(frames: Frames) -> pd.DataFrame:
     """Conversations, booked conversations, booking rate (booked / conversations), model answers (assistant
     turns of ``ANSWER_STEPS``), citations per answer and the share of answers citing the manual."""
     per = _diagnosis_progress(frames)
-    conversations, booked = len(per), int(per["booked"].sum())
+    conversations, booked = int(per["n"].sum()), int(per["n"][per["booked"]].sum())
     answers, cited, citing = int(per["answers"].sum()), int(per["cited"].sum()), int(per["citing"].sum())
     values = {"conversations": conversations, "booked_conversations": booked,
               "booking_rate": round(booked / conversations, 3) if conversations else 0.0,

@@ -91,6 +91,7 @@ MIN_TOKEN_RATIO, MAX_TOKEN_RATIO = 0.2, 5.0  # bounds of the learnt real-tokens 
 LOG_TEXT_CHARS = 300  # how much of an error message goes to the server log
 
 _TURN_DEADLINE: ContextVar[float | None] = ContextVar("kaiwa_turn_deadline", default=None)
+_TURN: ContextVar[object | None] = ContextVar("kaiwa_turn", default=None)
 
 
 @dataclass
@@ -129,10 +130,19 @@ def turn_deadline(seconds: float, *, retry: RetryPolicy | None = None) -> Iterat
     if outer is not None:
         end = min(end, outer)
     token = _TURN_DEADLINE.set(end)
+    turn = _TURN.set(object()) if _TURN.get() is None else None  # the outermost block is the turn
     try:
         yield end
     finally:
+        if turn is not None:
+            _TURN.reset(turn)
         _TURN_DEADLINE.reset(token)
+
+
+def current_turn() -> object | None:
+    """A token for the user turn running in this context (the outermost :func:`turn_deadline` block), None
+    outside one: what is checked once per turn (the manual index's freshness) is keyed by it."""
+    return _TURN.get()
 
 
 def client_deadline(client: Any) -> float:

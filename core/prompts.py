@@ -10,6 +10,10 @@ rule (:func:`text_in_use`): the newest saved version is used while the local fil
 source knows (the one it replaced, or any other saved one); a file whose content was never saved is newer
 than every saved version (a deploy changed it) and is used instead. Without a source, the file is used.
 
+:func:`draft_prompts` lets a tuner try unsaved texts: inside its ``with`` block, and in this thread only (the
+Streamlit session or the run that asked), the given texts are served instead — nothing is saved, no other
+session or process sees them.
+
 ``prompt_version(name)`` is the short sha256 of the text in use; :func:`served_version` is the version this
 thread last rendered, so a debug record names the exact text its call was made with even when another
 thread picked up a newer version meanwhile.
@@ -20,9 +24,10 @@ import hashlib
 import logging
 import re
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from core.paths import PROMPTS_DIR
 
@@ -105,7 +110,26 @@ def _saved() -> SavedPrompts | None:
         return None
 
 
+_drafts = threading.local()  # .texts: {name: unsaved text} served in this thread inside draft_prompts
+
+
+@contextmanager
+def draft_prompts(texts: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """Serve ``texts`` (``{name: unsaved text}``, stripped; empty texts ignored) instead of the texts in use,
+    in this thread, until the block ends; yields ``{name: version}`` of the drafts. Never saved."""
+    previous = getattr(_drafts, "texts", None)
+    drafts = {name: str(text).strip() for name, text in (texts or {}).items() if str(text or "").strip()}
+    _drafts.texts = {**(previous or {}), **drafts}
+    try:
+        yield {name: _version_of(text) for name, text in drafts.items()}
+    finally:
+        _drafts.texts = previous
+
+
 def _current(name: str) -> str:
+    draft = (getattr(_drafts, "texts", None) or {}).get(name)
+    if draft is not None:
+        return draft
     text = text_in_use(name, _file_text(name), _saved())
     if text is None:
         raise FileNotFoundError(f"prompt {name!r} not found in {PROMPTS_DIR}")
@@ -143,10 +167,22 @@ def served_version(name: str) -> str:
     return version if generation == _generation else prompt_version(name)
 
 
+_names: dict[tuple[str, int], tuple[str, ...]] = {}  # (folder, its mtime) -> the names it held then
+
+
 def prompt_names() -> list[str]:
-    """Every prompt file's name (``.md`` without the suffix, other files with theirs), sorted."""
-    return sorted(p.stem if p.suffix == ".md" else p.name for p in PROMPTS_DIR.iterdir()
-                  if p.is_file() and not p.name.startswith("."))
+    """Every prompt file's name (``.md`` without the suffix, other files with theirs), sorted. The listing is
+    read again only when the folder changed (its mtime: a file added, removed or renamed), not on every
+    debug record of every turn."""
+    key = (str(PROMPTS_DIR), PROMPTS_DIR.stat().st_mtime_ns)
+    names = _names.get(key)
+    if names is None:
+        names = tuple(sorted(p.stem if p.suffix == ".md" else p.name for p in PROMPTS_DIR.iterdir()
+                             if p.is_file() and not p.name.startswith(".")))
+        if len(_names) > 16:
+            _names.clear()
+        _names[key] = names
+    return list(names)
 
 
 def prompt_versions() -> dict[str, str]:

@@ -10,19 +10,21 @@ that cannot be read (another database engine) is covered by the TTL alone.
 from __future__ import annotations
 
 import hashlib
+import pickle
 from datetime import datetime
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from core import analytics
-from core.store import get_store
+from core.store import get_store, rollups
 from core.store.debug_records import DebugQuery
 from core.store.tables import DEBUG_FILTER_COLUMNS
+from ui import charts
 from ui.session import store
 
 TTL_SECONDS = 300
+SETTLED_TTL_SECONDS = 3600  # 分析's settled days: keyed by their own version, kept longer (a few MB at most)
 
 
 def stamp(*tables: str) -> tuple[Any, ...] | None:
@@ -38,12 +40,6 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
-@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _frames(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-            ) -> analytics.Frames:
-    return analytics.load_frames(get_store(url), since, until, providers, parts=(part,))
-
-
 @st.cache_data(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
 def _figure(name: str, inputs: str, _frames: analytics.Frames) -> Any:
     return analytics.figure(_frames, name)
@@ -55,18 +51,59 @@ def _providers(url: str, versions: Any, since: datetime, until: datetime) -> lis
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+          ) -> dict[str, Any]:
+    """What one part reads for ``[since, until)`` (the days still being written), summed by the database, for
+    this version of its rollups."""
+    return analytics.read_part(get_store(url), part, since, until, providers)
+
+
+@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
+def _settled_rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+                  ) -> dict[str, Any]:
+    """:func:`_rows` of the settled days, for this settled version (kept apart: a write today does not push
+    them out)."""
+    return analytics.read_part(get_store(url), part, since, until, providers)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+          ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for these rollup
+    versions. The settled days (``analytics.settled_split``) are read again only when their own version
+    moves, the days still being written whenever the part's does; each table is computed again only when its own
+    inputs changed (``_figure``)."""
+    version = dict(versions)
+    raws = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
+            _rows(url, version.get(part, 0), part, lo, hi, providers)
+            for lo, hi, settled in analytics.settled_split(since, until, part)]
+    frames = analytics.shape(part, raws)
+    tables: dict[str, Any] = {}
+    digests: dict[str, str] = {}
+    sources: dict[str, str] = {}  # each source digested once (three tables read a flow's conversations)
+    for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
+        source = analytics.FIGURE_SOURCES[name]
+        if source not in sources:
+            sources[source] = digest_of(analytics.figure_source(frames, source))
+        digests[name] = sources[source]
+        tables[name] = _figure(name, digests[name], frames)
+    return tables, digests
+
+
 def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
                ) -> tuple[dict[str, Any], dict[str, str]]:
     """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
-    is this one cache hit. After a write, only the part whose rollups changed is read again, and only the
-    tables whose own inputs changed are computed again (the caches below)."""
+    is one cache hit per part. After a write, only the part whose rollups changed is read again (its days
+    still being written, unless a settled day changed too), and only the tables whose own inputs changed are
+    computed again."""
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
-    for part, names in analytics.FIGURES.items():
-        frames = _frames(url, dict(versions)[part], part, since, until, providers)
-        for name in names + (("faq_top_not_found",) if part == "conversations" else ()):
-            digests[name] = digest_of(analytics.figure_inputs(frames, name))
-            tables[name] = _figure(name, digests[name], frames)  # computed again only when its inputs changed
+    for part in analytics.FIGURES:
+        names = (part, rollups.SETTLED[part])
+        part_versions = tuple((name, value) for name, value in versions if name in names)
+        part_tables, part_digests = _part(url, part_versions, part, since, until, providers)
+        tables.update(part_tables)
+        digests.update(part_digests)
     return tables, digests
 
 
@@ -90,27 +127,27 @@ def provider_options(since: datetime, until: datetime) -> list[str]:
 
 def digest_of(values: list[Any]) -> str:
     """One digest of several tables (and plain values)."""
-    parts = [digest(v) if isinstance(v, (pd.DataFrame, pd.Series)) else repr(v) for v in values]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+    return hashlib.sha256(b"|".join(digest(v).encode() for v in values)).hexdigest()[:24]
 
 
 def digest(data: Any) -> str:
-    """A short name for a table's content (index, columns and values): equal tables, equal digests."""
-    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
-    values = pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()
-    return hashlib.sha256(values + repr((list(frame.columns), frame.index.name)).encode()).hexdigest()[:24]
-
-
-ELEMENTS = {"bar": st.bar_chart, "line": st.line_chart, "dataframe": st.dataframe}
+    """A short name for a table's (or value's) content, from its pickle: equal digests, equal tables; a table
+    built the same way from the same values gets the same digest (a table built otherwise may not: it is then
+    only computed or drawn once more). Several times cheaper than hashing the values column by column."""
+    return hashlib.sha256(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()[:24]
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)
 def replay(kind: str, key: Any, _data: Any, **kwargs: Any) -> None:
-    """``st.bar_chart`` / ``st.line_chart`` / ``st.dataframe`` of ``_data``, drawn once per ``key`` (which must
-    name the data, e.g. with :func:`digest`: it is not hashed) and then replayed (Streamlit replays the
-    elements a cached function drew): building a chart's Vega-Lite spec and a table's Arrow bytes is most
-    of a rerun's time."""
-    ELEMENTS[kind](_data, **kwargs)
+    """A ``bar`` or ``line`` chart (``ui.charts``: the charts of ``st.bar_chart`` / ``st.line_chart``, as
+    plain Vega-Lite) or a ``dataframe`` of ``_data``, drawn once per ``key`` (which must name the data, e.g.
+    with :func:`digest`: it is not hashed) and then replayed (Streamlit replays the elements a cached
+    function drew): building a chart's spec and a table's Arrow bytes is most of a rerun's time."""
+    if kind == "dataframe":
+        st.dataframe(_data, **kwargs)
+        return
+    data, spec = charts.spec(kind, _data, **kwargs)
+    st.vega_lite_chart(data, spec, width="stretch")
 
 
 # ---- ナレッジライブラリ ------------------------------------------------------------------------------------

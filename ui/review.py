@@ -17,7 +17,7 @@ import streamlit as st
 from core.identity import Identity
 from core.review.answers import FLOW_JA, transcript_until
 from core.review.export import export_csv, export_jsonl
-from core.review.regression import FAQ_OUTCOMES, URGENCIES, NotReplayable, make_regression_case
+from core.review.regression import ASK_OUTCOMES, FAQ_OUTCOMES, URGENCIES, NotReplayable, make_regression_case
 from core.store.review import (
     REASON_JA,
     REASONS,
@@ -40,6 +40,7 @@ PREFIX = "rv"
 TABLE_KEY = "rv_table"
 FIELD_JA = {"knowledge_title": "タイトル", "contract_type": "契約類型", "target_clause": "対象条項",
             "review_points": "審査ポイント", "action_plan": "対応方針", "clause_sample": "条文例"}
+ASK_OUTCOME_JA = {"answered": "ナレッジから回答する", "not_found": "該当なし（答えない）"}
 URGENCY_JA = {"critical": "critical（緊急）", "high": "high", "medium": "medium", "low": "low"}
 
 
@@ -221,9 +222,16 @@ def _correction_inputs(item: dict[str, Any]) -> dict[str, Any]:
                                format_func=lambda o: o or "（変更なし）")
         if outcome:
             corrected["outcome"] = outcome
-    if item["flow"] in ("diagnosis", "faq"):
-        cited = st.text_input("根拠にすべき箇所の ID（カンマ区切り、最初が最重要）", key=f"{key}_citations", max_chars=400,
-                              placeholder="例: s052, s053" if item["flow"] == "diagnosis" else "例: kb:007")
+    if item["flow"] == "ask":
+        outcome = st.selectbox("正しい結果", ["", *ASK_OUTCOMES], key=f"{key}_outcome",
+                               format_func=lambda o: ASK_OUTCOME_JA.get(o, "（変更なし）"))
+        if outcome:
+            corrected["outcome"] = outcome
+    if item["flow"] in ("diagnosis", "faq", "ask"):
+        label = ("根拠にすべきナレッジ（No. またはタイトル、カンマ区切り、最初が最重要・挙げたものはすべて引用が必要）"
+                 if item["flow"] == "ask" else "根拠にすべき箇所の ID（カンマ区切り、最初が最重要）")
+        cited = st.text_input(label, key=f"{key}_citations", max_chars=400,
+                              placeholder={"diagnosis": "例: s052, s053", "faq": "例: kb:007"}.get(item["flow"], "例: 12, 7"))
         citations = [c.strip() for c in cited.replace("、", ",").split(",") if c.strip()]
         if citations:
             corrected["citations"] = citations[:20]

@@ -41,25 +41,30 @@ class DiagnosisConversations:
         self.owner = owner
         self.wait = wait
         self.sessions = StoredSessionStore(store, owner=owner, **options)
+        self.transcript: list[dict[str, Any]] | None = None  # the live chat as the last handle() stored it
         self.service = ChatService(client, store=self.sessions, **service_options)
 
     def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any,
-              lease: str | None = None) -> None:
+              lease: str | None = None, stored: dict[str, str] | None = None) -> None:
         """The transcript and the last response, written through. The newest assistant entry carries the
         whole response (the turn JSON the store keeps); the client names the provider and model. The last
         write checks and gives up the turn lease ``lease`` (if any)."""
+        dump = response.model_dump(mode="json")
         if transcript and transcript[-1].get("role") == "assistant" and "response" not in transcript[-1]:
-            transcript[-1]["response"] = response.model_dump(mode="json")
+            transcript[-1]["response"] = dump
         client = client or self.service.ctx.client
+        session = self.sessions.pending.pop(response.session_id, None) or {}  # the session's own held write
         sync_chat(self.store, response.session_id, transcript, flow="diagnosis", author=self.owner,
                   provider=getattr(client, "name", None), model=getattr(client, "model", None),
-                  merge_state={"last_response": response.model_dump(mode="json")}, fence=lease,
-                  release=lease is not None)  # one transaction
+                  merge_state={**session.get("merge_state", {}), "last_response": dump},
+                  title=session.get("title"), status=session.get("status"), fence=lease,
+                  release=lease is not None, stored=stored)  # one transaction
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:
-        response = view.start(self.service, transcript, client=client, log=log)
-        self._save(transcript, response, client)
+        with self.sessions.holding_new():  # the new session's own write rides in its first chat write
+            response = view.start(self.service, transcript, client=client, log=log)
+            self._save(transcript, response, client, stored={})  # a new conversation holds no turns yet
         return response
 
     def send(self, transcript: MutableSequence[dict[str, Any]], request: ChatRequest, *, prompt: Any = None,
@@ -69,26 +74,45 @@ class DiagnosisConversations:
         the conversation runs for longer than ``wait`` or took the lease over."""
         sid = request.session_id or ""
         hold = client_deadline(client or self.service.ctx.client) + LEASE_MARGIN_SECONDS
+        stored: dict[str, str] | None = None  # the stored entries' digests, read under the lease
         with self.store.turn(sid, hold=hold, wait=self.wait) as token:
             if token is not None:
-                current = self._current(sid, expiry=False)  # the service applies the expiry once, below
+                current = self._current(sid, expiry=False, keep=True)  # the service applies the expiry once, below
                 if current is not None:  # the stored conversation, whatever this caller's copy still shows
-                    refresh_chat(self.store, sid, transcript)
+                    stored = {}
+                    refresh_chat(self.store, sid, transcript, hashes=stored)
                     prompt = current.prompt
                 self.sessions.fences[sid] = (token, hold)
-            try:  # the session's own write is fenced (and extends the lease); the transcript follows it at once
-                response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
-                self._save(transcript, response, client, token if response.session_id == sid else None)
+                self.sessions.held.add(sid)
+            try:  # the session's own write waits for the transcript's: both in one fenced transaction
+                with self.sessions.holding_new():  # (a new session for an unknown id or a restart: likewise)
+                    response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
+                    self._flush(sid, response.session_id)
+                    same = response.session_id == sid
+                    self._save(transcript, response, client, token if same else None, stored if same else None)
             finally:
                 self.sessions.fences.pop(sid, None)
+                self.sessions.held.discard(sid)
+                self.sessions.pending.pop(sid, None)
+                self.sessions.loaded.pop(sid, None)
         return response
 
-    def _current(self, session_id: str, *, expiry: bool = True) -> ChatResponse | None:
+    def _flush(self, sid: str, answered: str) -> None:
+        """The held session write of ``sid`` on its own (fenced) when the turn answered for another session."""
+        write = self.sessions.pending.pop(sid, None) if answered != sid else None
+        if write is not None:
+            token, hold = self.sessions.fences.get(sid, (None, None))
+            self.store.update_conversation(sid, **write, fence=token, hold=hold)
+
+    def _current(self, session_id: str, *, expiry: bool = True, keep: bool = False) -> ChatResponse | None:
         """The last stored response of a live session (None when unknown or expired; ``expiry=False``
-        leaves the time-to-live to the service's own load)."""
+        leaves the time-to-live to the service's own load; ``keep``: the conversation read is handed to
+        the session store's next ``get``, under the turn's lease)."""
         if expiry and self.sessions.get(session_id) is None:
             return None
         conversation = self.store.get_conversation(session_id) or {}
+        if keep and conversation:
+            self.sessions.loaded[session_id] = conversation  # read-only on both sides
         if conversation.get("flow") != "diagnosis" or conversation.get("status") == "expired":
             return None
         last = (conversation.get("state") or {}).get("last_response")
@@ -104,6 +128,10 @@ class DiagnosisConversations:
     def handle(self, request: ChatRequest, *, client: Any = None, log: Any = None) -> ChatResponse:
         """The HTTP API's call: the transcript and the prompt on screen come from the store (read under the
         turn lease by :meth:`send`)."""
+        transcript: list[dict[str, Any]] = []
         if not request.session_id and not (request.message or request.action):
-            return self.start([], client=client, log=log)
-        return self.send([], request, client=client, log=log)
+            response = self.start(transcript, client=client, log=log)
+        else:
+            response = self.send(transcript, request, client=client, log=log)
+        self.transcript = transcript
+        return response

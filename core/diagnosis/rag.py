@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import re2
@@ -55,6 +56,7 @@ DANGER_TYPES = frozenset({"danger", "warning"})
 # drops 1.3 of the 3.6 citations a query and raises precision from 0.30 to 0.46.
 CITATION_RATIO = 0.7
 EXCERPT_CHARS = 200  # citation excerpt: whole sentences up to about this many characters
+EXCERPT_MEMO = 1024  # excerpts remembered (manual sections: a few hundred per vehicle)
 MAX_QUERY_CHARS = 1000  # a query longer than this is searched by its beginning
 TITLE_BONUS = 0.3  # added when every word of the section's title is in the query
 RESCUE_MIN_CHARS = 4  # a verbatim query word that can rescue a low-scoring section: katakana / kanji run this long
@@ -314,7 +316,13 @@ def sentences(text: str) -> list[str]:
 def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:
     """The opening of ``text`` in whole sentences, about ``max_chars`` long: never cut inside a
     sentence (the first sentence is kept whole even when longer), line breaks kept, and without a
-    trailing heading whose content did not fit."""
+    trailing heading whose content did not fit. Remembered per (section text, length) (bounded:
+    :data:`EXCERPT_MEMO`): every turn quotes the same few sections of the manual again."""
+    return _excerpt(text or "", max_chars)
+
+
+@lru_cache(maxsize=EXCERPT_MEMO)
+def _excerpt(text: str, max_chars: int) -> str:
     kept_lines: list[str] = []
     size = 0
     full = False

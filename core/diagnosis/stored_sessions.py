@@ -7,11 +7,20 @@ reaches DONE with a confirmed booking, the booking is written to the bookings ta
 allows one live booking per conversation and form) before the session is, so a session stored as done
 always has its booking. While a turn holds the conversation's lease, ``fences[session_id]`` is
 ``(token, hold)`` and every write checks it (``TurnBusy`` when the lease was lost).
+
+A turn of :class:`~core.diagnosis.conversation.DiagnosisConversations` holds the session's own write
+(``held``, and a session created in the turn: :meth:`holding_new`): :meth:`update` leaves it in ``pending``
+and the turn's chat write carries it (one transaction for the session, the transcript and the lease; a
+booking is still written first, with the session). The
+conversation that turn read under its lease is handed to the next :meth:`get` (``loaded``) instead of
+being read again.
 """
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from core.diagnosis.interview import booking_symptom
 from core.diagnosis.models import ChatStep, SessionState
@@ -32,6 +41,10 @@ class StoredSessionStore:
         self.clock = clock
         self.max_diagnostic_turns = max_diagnostic_turns
         self.fences: dict[str, tuple[str, float]] = {}
+        self.held: set[str] = set()  # sessions whose state write waits for the turn's chat write
+        self.pending: dict[str, dict[str, Any]] = {}  # their write: merge_state, title, status
+        self.loaded: dict[str, dict[str, Any]] = {}  # a conversation read under the lease, for the next get()
+        self._hold_new = threading.local()  # per thread: hold the writes of sessions created now (see create)
 
     def create(self) -> SessionState:
         now = self.clock()
@@ -39,10 +52,26 @@ class StoredSessionStore:
                                max_diagnostic_turns=self.max_diagnostic_turns)
         self.store.create_conversation("diagnosis", self.owner, conversation_id=session.session_id,
                                        title="車両問診", state={"session": session.model_dump(mode="json")})
+        if getattr(self._hold_new, "on", False):  # its later writes in this turn go with the turn's chat
+            self.held.add(session.session_id)
+            self._hold_new.created.append(session.session_id)
         return session
 
+    @contextmanager
+    def holding_new(self) -> Iterator[None]:
+        """Sessions this thread creates inside are ``held`` like the turn's own (a start, a new session for an
+        unknown id, a restart): their state rides in the turn's chat write. Released at the end."""
+        self._hold_new.on, self._hold_new.created = True, []
+        try:
+            yield
+        finally:
+            for session_id in self._hold_new.created:
+                self.held.discard(session_id)
+                self.pending.pop(session_id, None)
+            self._hold_new.on, self._hold_new.created = False, []
+
     def get(self, session_id: str | None) -> SessionState | None:
-        conversation = self.store.get_conversation(session_id)
+        conversation = self.loaded.pop(session_id or "", None) or self.store.get_conversation(session_id)
         if conversation is None or conversation["flow"] != "diagnosis" or conversation["status"] == "expired":
             return None
         dump = (conversation.get("state") or {}).get("session")
@@ -81,8 +110,11 @@ class StoredSessionStore:
                                                                                         session.year) if p),
                 urgency=session.urgency_level, can_drive=session.can_drive, symptom=booking_symptom(session),
                 actor=self.owner, number=session.booking_number)
-        self.store.update_conversation(session.session_id, merge_state={"session": session.model_dump(mode="json")},
-                                       title=title, status=status, fence=token, hold=hold)
+        write = {"merge_state": {"session": session.model_dump(mode="json")}, "title": title, "status": status}
+        if session.session_id in self.held and not booking:
+            self.pending[session.session_id] = write  # written with the turn's chat (see the module docstring)
+            return
+        self.store.update_conversation(session.session_id, **write, fence=token, hold=hold)
 
     def delete(self, session_id: str) -> None:
         self.store.update_conversation(session_id, status="expired")

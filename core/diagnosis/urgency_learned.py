@@ -136,8 +136,29 @@ class LearnedUrgency:
         return np.concatenate([self.params["embedding_weight"] * emb, self.params["ngram_weight"] * self.ngram_vector(text)])
 
     # -- prediction -------------------------------------------------------------------------------
+    def _ngram_weights(self, text: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """The non-zero entries of :meth:`ngram_vector` (indices ascending, values l2-normalised)."""
+        found: dict[int, float] = {}
+        for term, count in Counter(ngrams(text)).items():
+            index = self.vocabulary.get(term)
+            if index is not None:
+                found[index] = (1.0 + math.log(count)) * self.idf[index]
+        indices = np.fromiter(sorted(found), dtype=np.intp, count=len(found))
+        values = np.fromiter((found[i] for i in indices), dtype=np.float64, count=len(found))
+        norm = float(np.linalg.norm(values))
+        return indices, (values / norm if norm else values)
+
     def probabilities(self, text: str | None, embedding: np.ndarray) -> dict[str, float]:
-        logits = self.coef @ self.features(text, embedding) + self.intercept
+        """The classes' probabilities: ``coef @ features + intercept`` computed over the embedding's columns and
+        only the n-gram columns the text has (the n-gram vector is almost all zeros: a dense product over
+        the whole vocabulary cost milliseconds per turn)."""
+        emb = np.asarray(embedding, dtype=np.float64)
+        norm = float(np.linalg.norm(emb))
+        emb = emb / norm if norm else emb
+        size = emb.size
+        indices, values = self._ngram_weights(text)
+        logits = (self.coef[:, :size] @ (self.params["embedding_weight"] * emb)
+                  + self.coef[:, size + indices] @ (self.params["ngram_weight"] * values) + self.intercept)
         logits -= logits.max()
         p = np.exp(logits)
         p /= p.sum()

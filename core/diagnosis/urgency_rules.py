@@ -119,6 +119,9 @@ def canonical(text: str) -> str:
     return text
 
 
+VARIANTS_MEMO = 1024  # texts whose variants are remembered (a turn asks for the same text's many times)
+
+
 def variants(text: str | None) -> list[str]:
     """The NFKC text, then (when different) the same with spaces between Japanese words dropped, and
     each of them with hiragana folded to katakana
@@ -126,10 +129,15 @@ def variants(text: str | None) -> list[str]:
     (「切れねえ」 → 「切れない」, 「効かんのじゃ」 → 「効かないのじゃ」, 「再始動できず。」 →
     「再始動できない。」) and in :func:`canonical`
     words, so kana spellings, casual speech, dialect and loanwords meet the same patterns. Every
-    form is matched, so a form can add a match and never hides one."""
-    base = unicodedata.normalize("NFKC", text or "")[:MAX_CHARS]
+    form is matched, so a form can add a match and never hides one. Remembered per text (bounded:
+    :data:`VARIANTS_MEMO`); each caller gets its own list."""
+    return list(_variants(unicodedata.normalize("NFKC", text or "")[:MAX_CHARS]))
+
+
+@lru_cache(maxsize=VARIANTS_MEMO)
+def _variants(base: str) -> tuple[str, ...]:
     if not base.strip():
-        return []
+        return ()
     out: list[str] = []
     joined = _JA_SPACE.sub("", base)
     for start in ((base, joined) if joined != base else (base,)):
@@ -139,7 +147,7 @@ def variants(text: str | None) -> list[str]:
         for form in (start, folded, colloquial, dialect, canonical(dialect), canonical(folded)):
             if form not in out:
                 out.append(form)
-    return out
+    return tuple(out)
 
 
 def normal_form(text: str | None) -> str:

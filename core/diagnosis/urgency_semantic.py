@@ -99,12 +99,13 @@ class NormalCase:
     abnormal_level: str = "high"
     context_text: str = ""  # the situation the manual calls normal, named in the text itself
 
-    def named_by(self, text: str) -> bool:
+    def named_by(self, text: str, forms: list[str] | None = None) -> bool:
         """The text describes this case's normal situation (its ``context_text``, on the text and
-        its kana-folded :func:`variants`) and nothing abnormal (``abnormal_text`` or a danger word)."""
+        its kana-folded :func:`variants`, or ``forms`` when the caller has them) and nothing abnormal
+        (``abnormal_text`` or a danger word)."""
         if not self.context_text:
             return False
-        forms = variants(text) or [""]
+        forms = forms if forms is not None else (variants(text) or [""])
         if not any(re2.search(self.context_text, f) for f in forms):
             return False
         bad = [p for p in (self.abnormal_text, NOT_NORMAL) if p]
@@ -187,7 +188,8 @@ def text_normal_case(text: str | None) -> NormalCase | None:
     norm = _norm(text)
     if not norm:
         return None
-    return next((case for case in normal_cases().values() if case.named_by(norm)), None)
+    forms = variants(norm) or [""]  # once for every case
+    return next((case for case in normal_cases().values() if case.named_by(norm, forms)), None)
 
 
 class SemanticUrgencyModel:

@@ -8,6 +8,7 @@ FLOW_ADAPTERS = {
     "faq": "core.faq.scenario:run_scenario",
     "diagnosis": "core.diagnosis.scenario:run_scenario",
     "knowledge": "core.knowledge.scenario:run_scenario",
+    "ask": "core.knowledge.ask_scenario:run_scenario",  # ナレッジに質問 against the store's library
 }
 
 Adapter = Callable[[dict[str, Any], Any, list], dict[str, Any]]

@@ -2,7 +2,10 @@
 
 Known keys: step, urgency, can_drive, outcome, outcome_in, citations_min, citations_max,
 message_contains (str or list: all must appear), message_not_contains (none may appear),
-first_citation (the first citation's id ends with it: 「s052」「kb:007」), no_pii_in_trace (no phone / e-mail / card number
+first_citation (the first citation's id ends with it: 「s052」「kb:007」「No.12」; where the flow reports its
+citations' titles — ナレッジに質問, ``citation_titles`` — the first title equal to it also holds),
+citations_include (each value is cited somewhere: a citation's id ends with it or, with titles, a title
+equals it; titles compared after NFKC folding), no_pii_in_trace (no phone / e-mail / card number
 in the trace or the debug records, via ``core.text.pii.find_pii``), trace_nodes_include.
 Knowledge flow: phase, mode (a value or a list of allowed values), knowledge_fields (entry fields
 that must be non-empty), knowledge_contains / knowledge_not_contains (``{field: substring or list}``;
@@ -58,11 +61,36 @@ def _message_not_contains(expected: Any, final: dict, log: list) -> str | None:
     return None if not found else f"message_not_contains: found {found!r} in {message[:200]!r}"
 
 
+def _cites(citation: Any, title: Any, expected: Any) -> bool:
+    """One cited source is ``expected``: its id ends with it, or its title (when reported) is it."""
+    wanted = str(expected)
+    return bool(wanted) and (str(citation).endswith(wanted) or (
+        title is not None and _fold(str(title)).strip() == _fold(wanted).strip()))
+
+
+def _cited(final: dict) -> list[tuple[Any, Any]]:
+    citations = list(final.get("citations") or [])
+    titles = list(final.get("citation_titles") or [])
+    return [(c, titles[i] if i < len(titles) else None) for i, c in enumerate(citations)]
+
+
 def _first_citation(expected: Any, final: dict, log: list) -> str | None:
-    """The first citation (a section or article id) ends with ``expected`` (「s052」「kb:007」)."""
-    citations = final.get("citations") or []
-    first = str(citations[0]) if citations else ""
-    return None if first.endswith(str(expected)) else f"first_citation: expected …{expected!r}, got {citations!r}"
+    """The first citation (a section or article id) ends with ``expected`` (「s052」「kb:007」), or its
+    reported title is ``expected``."""
+    cited = _cited(final)
+    if cited and _cites(*cited[0], expected):
+        return None
+    shown = [f"{c} {t}" if t else c for c, t in cited] if final.get("citation_titles") else final.get("citations") or []
+    return f"first_citation: expected …{expected!r}, got {shown!r}"
+
+
+def _citations_include(expected: Any, final: dict, log: list) -> str | None:
+    """Every expected id or title is among the citations (in any position)."""
+    wanted = [expected] if isinstance(expected, str) else list(expected)
+    cited = _cited(final)
+    missing = [w for w in wanted if not any(_cites(c, t, w) for c, t in cited)]
+    shown = [f"{c} {t}" if t else c for c, t in cited]
+    return None if not missing else f"citations_include: missing {missing!r} in {shown!r}"
 
 
 def _no_pii_in_trace(expected: Any, final: dict, log: list) -> str | None:
@@ -174,6 +202,7 @@ CHECKS: dict[str, Callable[[Any, dict, list], str | None]] = {
     "message_contains": _message_contains,
     "message_not_contains": _message_not_contains,
     "first_citation": _first_citation,
+    "citations_include": _citations_include,
     "no_pii_in_trace": _no_pii_in_trace,
     "trace_nodes_include": _trace_nodes_include,
     "phase": _one_of("phase"),

@@ -3,7 +3,9 @@
 A file (YAML; JSON is valid YAML) holds a list of scenarios
 ``{name, flow, vehicle?, faults?, turns: [{message} | {action, value}], expect: {...}}``.
 Each scenario gets a fresh client and debug log; an adapter that takes a ``source`` keyword gets
-the scenario file's path (the knowledge flow resolves attachment paths against it). An adapter
+the scenario file's path (the knowledge flow resolves attachment paths against it), one that takes a
+``store`` keyword the store the run reads (ナレッジに質問 asks that store's library; ``--stored`` passes the
+store the cases came from, a scenario file none: the adapter then opens the default store). An adapter
 that is missing or raises, or a malformed scenario, is a failed scenario (never a crash). Exit
 status of :func:`main`: 0 when every scenario passed, 1 when any failed, 2 when a file cannot be
 read or parsed (or none given). ``--from-library`` adds the knowledge library's confirmed entries as a
@@ -103,14 +105,19 @@ def make_client(provider: str) -> Any:
     return ProviderRegistry(load_settings()).set_active(provider)
 
 
-def _takes_source(adapter: Callable[..., Any]) -> bool:
+def _takes(adapter: Callable[..., Any], keyword: str) -> bool:
     try:
-        return "source" in inspect.signature(adapter).parameters
+        return keyword in inspect.signature(adapter).parameters
     except (TypeError, ValueError):
         return False
 
 
-def run_scenario(scenario: Any, client_factory: Callable[[], Any], source: str = "") -> ScenarioResult:
+def _takes_source(adapter: Callable[..., Any]) -> bool:
+    return _takes(adapter, "source")
+
+
+def run_scenario(scenario: Any, client_factory: Callable[[], Any], source: str = "", *,
+                 store: Store | None = None) -> ScenarioResult:
     name = str(scenario.get("name", "?")) if isinstance(scenario, dict) else "?"
     flow = str(scenario.get("flow", "?")) if isinstance(scenario, dict) else "?"
     problems = scenario_problems(scenario)
@@ -121,7 +128,9 @@ def run_scenario(scenario: Any, client_factory: Callable[[], Any], source: str =
     except AdapterUnavailable as exc:
         return ScenarioResult(name, flow, False, [str(exc)], source=source)
     log: list[dict[str, Any]] = []
-    extra = {"source": source} if _takes_source(adapter) else {}
+    extra: dict[str, Any] = {"source": source} if _takes(adapter, "source") else {}
+    if store is not None and _takes(adapter, "store"):
+        extra["store"] = store
     try:
         final = dict(adapter(scenario, client_factory(), log, **extra) or {})
     except Exception as exc:  # noqa: BLE001 - a crashing flow is a failed scenario
@@ -186,10 +195,10 @@ def run_stored(db_url: str | None = None, provider: str = "offline") -> list[Sce
     """Every stored regression case of the store at ``db_url``, run on ``provider``."""
     store = Store(db_url or default_url())
     try:
-        scenarios = stored_scenarios(store)
+        return [run_scenario(s, lambda: make_client(provider), source="store:review_scenarios", store=store)
+                for s in stored_scenarios(store)]
     finally:
         store.engine.dispose()
-    return [run_scenario(s, lambda: make_client(provider), source="store:review_scenarios") for s in scenarios]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,6 +32,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from core.documents import extract_document, paragraphs_from_lines
+from core.engine import current_turn
 from core.paths import DATA_DIR
 from core.rag import cache, embeddings, snapshot
 from core.rag.bm25 import BM25Index, Vocabulary
@@ -105,6 +106,9 @@ class ManualRetriever:
         self.reloads = 0  # full reads of the collection (from Chroma or the snapshot)
         self.last_reload = ""  # "snapshot" or "store": where the last full read came from
         self._readings = ReadingIndex()
+        self._readings_of: Any = None  # the index whose texts the readings hold
+        self._checked = threading.local()  # per thread: the user turn whose reads found the collection current
+        self.freshness_checks = 0  # looks at the collection (Chroma's get_collection) made by reads
         self._index = self._build([], np.zeros((0, 0), dtype=np.float32), -1)
         self.reload()
 
@@ -212,6 +216,17 @@ class ManualRetriever:
             refresh()
         if getattr(self.store, "generation", 0) != self._index.generation:
             self.reload()
+
+    def _current_for_read(self) -> None:
+        """:meth:`ensure_current` for a search or a query expansion: once per user turn (the searches of one
+        turn see one state of the collection; :func:`core.engine.current_turn`), on every read outside
+        one. Writes always check."""
+        turn = current_turn()
+        if turn is not None and getattr(self._checked, "turn", None) is turn:
+            return
+        self.freshness_checks += 1
+        self.ensure_current()
+        self._checked.turn = turn
 
     def _apply(self, changes: list[Change], *, drop: tuple[str, ...] = (), **meta: Any) -> None:
         """For each (vehicle, source, chunks): replace that vehicle's chunks of that source (every
@@ -327,8 +342,11 @@ class ManualRetriever:
     def expand_query(self, query: str) -> str:
         """``query`` plus the manuals' spellings of the words it writes in kana or as a homophone
         (:mod:`core.rag.reading`); the flows call it before :meth:`search`."""
-        self.ensure_current()
-        self._readings.sync_texts((f"{c.chunk_id}|{len(c.text)}", f"{c.section}\n{c.text}") for c in self._index.chunks)
+        self._current_for_read()
+        index = self._index
+        if self._readings_of is not index:  # the texts were read for this index already (it is immutable)
+            self._readings.sync_texts((f"{c.chunk_id}|{len(c.text)}", f"{c.section}\n{c.text}") for c in index.chunks)
+            self._readings_of = index
         return self._readings.expand(query)
 
     def search(self, query: str, vehicle_id: str | None = None, n_results: int = 5,
@@ -337,7 +355,7 @@ class ManualRetriever:
             raise ValueError(f"unknown mode {mode!r} (expected hybrid, bm25 or dense)")
         if not query or not query.strip() or n_results <= 0:
             return []
-        self.ensure_current()
+        self._current_for_read()
         index = self._index  # immutable: a concurrent write swaps in a new one
         if vehicle_id:
             start, end = index.vehicles.get(vehicle_id, (0, 0))

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from core.review.answers import Answer, answer_at
+from core.review.answers import Answer, _facts, answer_at
 
 SAMPLE_ENV = "KAIWA_REVIEW_SAMPLE"
 DOUBLE_ENV = "KAIWA_REVIEW_DOUBLE"
@@ -69,6 +69,19 @@ def _enqueue(store: Any, answer: Answer, reason: str) -> int:
                                       snapshot=answer.snapshot(), prompt_version=answer.prompt_version,
                                       model=answer.model, reviews_wanted=2 if double else 1)
     return item_id
+
+
+def certainly_not_queued(conversation_id: str, turn: int, flow: str, entry: Mapping[str, Any],
+                         calls: Sequence[Mapping[str, Any]]) -> bool:
+    """True when :func:`consider` would queue nothing for the answer ``entry`` just stored, known without a
+    read: its facts from the entry itself and the turn's own model calls (``calls``: the debug records of
+    the turn, as the request's debug log holds them; none when the log is off) give no reason. False means
+    "ask :func:`consider`" (it reads the stored answer and its records)."""
+    answer = Answer(conversation_id, turn, flow)
+    _facts(answer, entry, {})
+    answer.repaired = any(c.get("kind") in ("repair", "retry") or (c.get("outcome") or "ok") != "ok" for c in calls)
+    answer.failed = answer.failed or (bool(calls) and (calls[-1].get("outcome") or "ok") != "ok")
+    return reason_for(answer) is None
 
 
 def consider(store: Any, conversation_id: str, turn: int, *, answer: Answer | None = None,

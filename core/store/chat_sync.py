@@ -51,12 +51,14 @@ def faq_columns(entry: Mapping[str, Any]) -> dict[str, Any]:
 COLUMNS: dict[str, Columns] = {"knowledge": knowledge_columns, "diagnosis": diagnosis_columns, "faq": faq_columns}
 
 
-def refresh_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]]) -> bool:
+def refresh_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *,
+                 hashes: dict[str, str] | None = None) -> bool:
     """Make ``chat`` the stored live turns of ``conversation_id``, in their stored order; an entry this copy
     also holds (same id) is kept as this copy has it (it may carry what is never stored, such as attachment
-    text for a resend). Returns whether anything changed."""
+    text for a resend). Returns whether anything changed. ``hashes`` (optional) is filled with the stored
+    entries' digests from the same read, for :func:`sync_chat`'s ``stored`` under the same turn lease."""
     local = {str(e["id"]): e for e in chat if e.get("id")}
-    merged = [local.get(str(e.get("id")), e) for e in store.chat_entries(conversation_id)]
+    merged = [local.get(str(e.get("id")), e) for e in store.chat_entries(conversation_id, hashes=hashes)]
     if [id(e) for e in merged] == [id(e) for e in chat]:
         return False
     chat[:] = merged
@@ -65,13 +67,16 @@ def refresh_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[
 
 def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *, flow: str,
               author: Any = None, provider: str | None = None, model: str | None = None,
-              merge_state: Mapping[str, Any] | None = None, fence: str | None = None, release: bool = False) -> int:
+              merge_state: Mapping[str, Any] | None = None, title: str | None = None, status: str | None = None,
+              fence: str | None = None, release: bool = False, stored: Mapping[str, str] | None = None) -> int:
     """Make the stored turns of ``conversation_id`` match ``chat``; returns how many rows were written.
     ``provider`` / ``model`` fill those columns of new turns whose entry does not name them. Everything is
     written in one transaction (``Store.write_chat``), with ``merge_state`` merged into the conversation's
-    state and the turn lease ``fence`` checked (and given up with ``release``) when given."""
+    state, its ``title`` / ``status`` set, and the turn lease ``fence`` checked (and given up with
+    ``release``) when given. ``stored``: the entries' digests as :func:`refresh_chat` read them under the
+    same lease (else read here)."""
     columns = COLUMNS[flow]
-    stored = store.entry_hashes(conversation_id)
+    stored = dict(stored) if stored is not None else store.entry_hashes(conversation_id)
     present: set[str] = set()
     appends: list[tuple[Mapping[str, Any], str, Any, dict[str, Any]]] = []
     updates: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
@@ -90,7 +95,7 @@ def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str
         elif stored[entry_id] != entry_digest(entry):
             updates.append((entry, cols))
     gone = [entry_id for entry_id in stored if entry_id not in present]
-    if appends or updates or gone or merge_state is not None or fence is not None:
+    if appends or updates or gone or merge_state is not None or fence is not None or title or status:
         store.write_chat(conversation_id, appends=appends, updates=updates, supersede=gone, merge_state=merge_state,
-                         fence=fence, release=release)
+                         title=title, status=status, fence=fence, release=release)
     return len(appends) + len(updates) + len(gone)

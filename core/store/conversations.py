@@ -314,12 +314,13 @@ class ConversationsStore:
 
     def write_chat(self, conversation_id: str, *, appends: Iterable[tuple[Mapping[str, Any], str, Any, dict]] = (),
                    updates: Iterable[tuple[Mapping[str, Any], dict]] = (), supersede: Iterable[str] = (),
-                   merge_state: Mapping[str, Any] | None = None, fence: str | None = None, hold: float | None = None,
-                   release: bool = False) -> None:
+                   merge_state: Mapping[str, Any] | None = None, title: str | None = None, status: str | None = None,
+                   fence: str | None = None, hold: float | None = None, release: bool = False) -> None:
         """A turn's writes in one transaction: new chat entries appended in order (``(entry, role, author,
-        columns)``), entries changed in place (``(entry, columns)``), entries superseded (their ids), and the
-        conversation's state merged (top-level keys). With ``fence`` nothing is written unless that turn
-        lease is still held (:class:`TurnBusy`); ``hold`` extends it, ``release`` gives it up."""
+        columns)``), entries changed in place (``(entry, columns)``), entries superseded (their ids), the
+        conversation's state merged (top-level keys), its ``title`` and ``status`` set. With ``fence`` nothing
+        is written unless that turn lease is still held (:class:`TurnBusy`); ``hold`` extends it, ``release``
+        gives it up."""
         appends = [(storable_entry(e), role, author, cols) for e, role, author, cols in appends]
         for stored, _, _, _ in appends:
             stored["id"] = str(stored.get("id") or new_id(12))
@@ -355,6 +356,10 @@ class ConversationsStore:
                         current = conn.execute(select(c.state).where(c.id == conversation_id)).scalar()
                         values["state"] = dumps({**(loads(current, {}) or {}), **dict(merge_state)})
                         values["state_version"] = c.state_version + 1
+                    if title is not None:
+                        values["title"] = title[:200]
+                    if status is not None:
+                        values["status"] = status
                     if fence is not None and release:
                         values.update(turn_token=None, turn_until=None)
                     conn.execute(update(t.conversations).where(c.id == conversation_id).values(**values))
@@ -396,9 +401,17 @@ class ConversationsStore:
             out.append(data)
         return out
 
-    def chat_entries(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The page's chat list as it was, in order (the working copy on resume)."""
-        return [row["entry"] for row in self.list_turns(conversation_id)]
+    def chat_entries(self, conversation_id: str, *, hashes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """The page's chat list as it was, in order (the working copy on resume). ``hashes``, when given, is
+        filled with what :meth:`entry_hashes` would return, from the same read."""
+        query = (select(t.turns.c.entry_id, t.turns.c.entry)
+                 .where(and_(t.turns.c.conversation_id == conversation_id, t.turns.c.superseded.is_(False)))
+                 .order_by(t.turns.c.seq))
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        if hashes is not None:
+            hashes.update({row.entry_id: hashlib.sha256(row.entry.encode()).hexdigest() for row in rows})
+        return [loads(row.entry, {}) for row in rows]
 
     def entry_hashes(self, conversation_id: str) -> dict[str, str]:
         """``{entry_id: sha256 of the stored entry}`` of the live turns (for write-through sync)."""

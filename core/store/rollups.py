@@ -31,6 +31,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
 
 from sqlalchemy import bindparam, delete, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from core.store import tables as t
 from core.store.stamps import count_triggers
@@ -43,6 +45,12 @@ DAY_TZ = timezone(timedelta(hours=9))  # the days rollups count by: Japan days (
 BUCKETS_PER_E = 50  # latency buckets: e**(1/50) ≈ 2 % wide
 BATCH = 400  # conversations recomputed per transaction
 DAYS_PER_BATCH = 7
+# The rollups of the settled days change rarely: the model calls of the days before today (Japan time; a
+# record written now marks today), the conversations created before yesterday (yesterday's are still being
+# talked in). A refresh that recounts an older day, or such a conversation, bumps these versions too, and 分析
+# keeps the settled days' sums until they move.
+SETTLED = {"conversations": "conversations_settled", "calls": "calls_settled"}
+SETTLED_DAYS = {"conversations": 1, "calls": 0}  # the days back from today still being written
 ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
                  "rollup_latency")
 
@@ -60,17 +68,32 @@ def day_bounds(day: str | date) -> tuple[str, str]:
                  for x in (start, start + timedelta(days=1)))
 
 
-def japan_days(utc_dates: Iterable[str]) -> list[str]:
-    """The Japan days that the UTC dates (``YYYY-MM-DD``) overlap: each date and the next; an unreadable
-    date (a record that named an odd time) is skipped."""
+def japan_days(marks: Iterable[str]) -> list[str]:
+    """The Japan days of debug records' day marks: a Japan day (``YYYYMMDDa``: that date, ``YYYYMMDDb``: the
+    next) is itself; a UTC date (``YYYY-MM-DD``) overlaps two, that date and the next; an unreadable mark (a
+    record that named an odd time) is skipped."""
     days: set[str] = set()
-    for value in utc_dates:
+    for value in marks:
+        value = str(value)
+        if len(value) == 9 and value[8] in "ab" and value[:8].isdigit():
+            try:
+                day = date(int(value[:4]), int(value[4:6]), int(value[6:8]))
+            except ValueError:
+                continue
+            days.add((day + timedelta(days=1 if value[8] == "b" else 0)).isoformat())
+            continue
         try:
             utc = date.fromisoformat(str(value)[:10])
         except ValueError:
             continue
         days.update((utc.isoformat(), (utc + timedelta(days=1)).isoformat()))
     return sorted(days)
+
+
+def settled_before(part: str, today: date | None = None) -> str:
+    """The first Japan day of ``part`` still being written (``SETTLED_DAYS``: yesterday for conversations,
+    today for model calls): the days before it are settled (``SETTLED``)."""
+    return ((today or datetime.now(DAY_TZ).date()) - timedelta(days=SETTLED_DAYS[part])).isoformat()
 
 
 def latency_bucket(ms: float) -> int:
@@ -239,9 +262,11 @@ FROM calls WHERE latency_ms IS NOT NULL"""
 
 
 # ---- the triggers that keep the log ----------------------------------------------------------------------
-# A debug record's mark is its UTC date (the first ten characters of ``created_at``: a string operation that
-# cannot fail inside a writer's transaction, whatever the record says); the refresh recounts the two Japan
-# days that UTC date overlaps. A record also marks its conversation (whose provider it may name).
+# A debug record's mark is its Japan day when its ``created_at`` is a stored timestamp as the store writes
+# them (``YYYY-MM-DDTHH:MM:SS.mmm+00:00``): ``YYYYMMDD`` and ``a`` (before 15:00 UTC: that date) or ``b``
+# (from 15:00 UTC: the next day), string operations only, which cannot fail inside a writer's transaction;
+# anything else is marked by its UTC date (the first ten characters), whose two Japan days the refresh
+# recounts (as every mark did before 0009). A record also marks its conversation (whose provider it may name).
 _SQLITE_TRIGGERS = (  # (name, table, event, conversation id, row whose date is marked)
     ("rollup_conversations_insert", "conversations", "INSERT", "NEW.id", None),
     ("rollup_conversations_state", "conversations", "UPDATE OF state", "NEW.id", None),
@@ -259,17 +284,38 @@ _PG_EVENTS = {"conversations": "INSERT OR UPDATE OF state", "turns": "INSERT OR 
               "bookings": "INSERT OR UPDATE OF urgency, conversation_id",
               "knowledge_entries": "INSERT OR UPDATE OF status, conversation_id",
               "debug_records": "INSERT OR UPDATE OR DELETE"}
+_SQLITE_STORED = ("'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]"
+                  "+00:00'")  # GLOB: the whole value
+
+
+def day_mark(row: str, dialect: str, exact: bool = True) -> str:
+    """The SQL of a debug record's day mark (``row``: ``NEW`` / ``OLD``): its Japan day (``YYYYMMDDa`` /
+    ``YYYYMMDDb``) when ``created_at`` is a stored timestamp, else its UTC date (``exact=False``: always)."""
+    at = f"{row}.created_at"
+    utc_date = f"substr({at}, 1, 10)"
+    if not exact:
+        return utc_date
+    stored = (f"{at} GLOB {_SQLITE_STORED}" if dialect == "sqlite" else
+              f"{at} ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}[.][0-9]{{3}}[+]00:00$'")
+    japan = (f"substr({at}, 1, 4) || substr({at}, 6, 2) || substr({at}, 9, 2) || "
+             f"CASE WHEN substr({at}, 12, 2) >= '15' THEN 'b' ELSE 'a' END")
+    return f"CASE WHEN {stored} THEN {japan} ELSE {utc_date} END"
+
+
+def _pg_function(exact: bool = True) -> str:
+    return _PG_FUNCTION.replace("{OLD}", day_mark("OLD", "postgresql", exact)).replace(
+        "{NEW}", day_mark("NEW", "postgresql", exact))
+
+
 _PG_FUNCTION = """
 CREATE OR REPLACE FUNCTION kaiwa_rollup_mark() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_TABLE_NAME = 'debug_records' THEN
     IF TG_OP <> 'INSERT' THEN
-      INSERT INTO rollup_dirty(conversation_id, day) VALUES (OLD.conversation_id, NULL),
-        (NULL, substr(OLD.created_at, 1, 10));
+      INSERT INTO rollup_dirty(conversation_id, day) VALUES (OLD.conversation_id, NULL), (NULL, {OLD});
     END IF;
     IF TG_OP <> 'DELETE' THEN
-      INSERT INTO rollup_dirty(conversation_id, day) VALUES (NEW.conversation_id, NULL),
-        (NULL, substr(NEW.created_at, 1, 10));
+      INSERT INTO rollup_dirty(conversation_id, day) VALUES (NEW.conversation_id, NULL), (NULL, {NEW});
     END IF;
   ELSIF TG_TABLE_NAME = 'conversations' THEN
     INSERT INTO rollup_dirty(conversation_id) VALUES (NEW.id);
@@ -280,9 +326,9 @@ BEGIN
 END $$"""
 
 
-def create(conn: Any) -> None:
+def create(conn: Any, exact_days: bool = True) -> None:
     """The log's triggers for this connection's engine (the migration; :func:`ensure` after one that copies
-    a table) and the version rows."""
+    a table) and the version rows. ``exact_days=False``: a debug record marks its UTC date (before 0009)."""
     dialect = conn.dialect.name
     for name in ("conversations", "calls"):
         if conn.execute(select(t.rollup_versions.c.name).where(t.rollup_versions.c.name == name)).first() is None:
@@ -291,7 +337,7 @@ def create(conn: Any) -> None:
         for name, table, event, conversation, row in _SQLITE_TRIGGERS:
             if row:
                 body = (f"INSERT INTO rollup_dirty(conversation_id, day) VALUES ({conversation}, NULL), "
-                        f"(NULL, substr({row}.created_at, 1, 10));")
+                        f"(NULL, {day_mark(row, dialect, exact_days)});")
                 guard = ""
             else:
                 body = f"INSERT INTO rollup_dirty(conversation_id) VALUES ({conversation});"
@@ -299,7 +345,7 @@ def create(conn: Any) -> None:
             conn.exec_driver_sql(f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table}{guard} "
                                  f"BEGIN {body} END")
     elif dialect == "postgresql":
-        conn.exec_driver_sql(_PG_FUNCTION)
+        conn.exec_driver_sql(_pg_function(exact_days))
         for table, events in _PG_EVENTS.items():
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS rollup_{table} ON {table}")
             conn.exec_driver_sql(f"CREATE TRIGGER rollup_{table} AFTER {events} ON {table} "
@@ -358,22 +404,46 @@ class RollupsStore:
             marks = conn.execute(select(t.rollup_dirty.c.conversation_id, t.rollup_dirty.c.day).distinct()).all()
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
+        today = datetime.now(DAY_TZ).date()
         for batch in _chunks(conversations, BATCH):
             with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
                 conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(batch)))
+                old = self._created_before(conn, batch, day_bounds(settled_before("conversations", today))[0])
                 self._recount_conversations(conn, batch)
-                conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == "conversations")
-                             .values(value=t.rollup_versions.c.value + 1))
+                self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
         days = 0
         for batch in _chunks(dates, DAYS_PER_BATCH):
             with self._write() as conn:
                 conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(batch)))
-                for day in japan_days(batch):
+                recounted = japan_days(batch)
+                for day in recounted:
                     self._recount_day(conn, day)
                     days += 1
-                conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == "calls")
-                             .values(value=t.rollup_versions.c.value + 1))
+                settled = recounted and recounted[0] < settled_before("calls", today)
+                self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
         return {"conversations": len(conversations), "days": days}
+
+    @staticmethod
+    def _created_before(conn: Any, ids: list[str], bound: str) -> bool:
+        """Whether any of the conversations ``ids`` was created before ``bound`` (its rollup row, or the
+        conversation itself when it is not counted yet or no longer exists)."""
+        params = {"ids": ids, "bound": bound}
+        statement = text("SELECT 1 FROM rollup_conversations WHERE id IN :ids AND created_at < :bound UNION ALL "
+                         "SELECT 1 FROM conversations WHERE id IN :ids AND created_at < :bound"
+                         ).bindparams(bindparam("ids", expanding=True))
+        return conn.execute(statement, params).first() is not None
+
+    def _bump_rollups(self, conn: Any, *names: str) -> None:
+        """Move the versions ``names`` (a settled version's row is made on its first bump)."""
+        for name in names:
+            moved = conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == name)
+                                 .values(value=t.rollup_versions.c.value + 1)).rowcount
+            if not moved:
+                dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
+                if dialect is None:
+                    conn.execute(insert(t.rollup_versions).values(name=name, value=1))
+                else:
+                    conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
 
     def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
         params = {"ids": ids, "unknown": UNKNOWN}
@@ -391,13 +461,13 @@ class RollupsStore:
     def _recount_day(self, conn: Any, day: str) -> None:
         lo, hi = day_bounds(day)
         rows = conn.execute(text(calls_sql("created_at >= :since AND created_at < :until") + aggregates_sql(False)),
-                            {"since": lo, "until": hi, "unknown": UNKNOWN}).mappings().all()
+                            {"since": lo, "until": hi, "unknown": UNKNOWN}).all()
         for table in (t.rollup_tasks, t.rollup_methods, t.rollup_errors, t.rollup_latency):
             conn.execute(delete(table).where(table.c.day == day))
         tasks: dict[tuple, dict[str, Any]] = {}
         series_errors: dict[tuple, int] = {}
         methods, errors, latency = [], [], {}
-        for r in rows:
+        for r in (row._mapping for row in rows if row[0] != "latency"):
             series = (r["task"], r["provider"], r["prompt_version"])
             if r["kind"] == "task":
                 tasks[series] = {"day": day, "task": r["task"], "provider": r["provider"],
@@ -412,8 +482,9 @@ class RollupsStore:
             elif r["kind"] == "error":
                 errors.append({"day": day, "provider": r["provider"], "error_type": r["method"],
                                "calls": int(r["calls"])})
-            else:
-                key = (*series, latency_bucket(r["latency_ms"]))
+        for kind, _, task, provider, version, *_, ms in rows:  # one row per call: plain tuples
+            if kind == "latency":
+                key = (task, provider, version, latency_bucket(ms))
                 latency[key] = latency.get(key, 0) + 1
         for series, n in series_errors.items():
             if series in tasks:  # failed calls of a series that started no task are not shown (as before)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
 import re2
@@ -117,9 +118,19 @@ def figures(text: str | None) -> list[Figure]:
     return out
 
 
+STATED_MEMO = 1024  # sources whose figures are remembered (a turn checks against the same manual sections again)
+
+
+@lru_cache(maxsize=STATED_MEMO)
+def _stated(source: str | None) -> frozenset[tuple[float, str]]:
+    return frozenset(f.key for f in figures(source))
+
+
 def unsupported_figures(answer: str | None, sources: Iterable[str | None]) -> list[str]:
-    """The figures of ``answer`` (as written) that none of ``sources`` states, in order, each once."""
-    stated = {f.key for source in sources for f in figures(source)}
+    """The figures of ``answer`` (as written) that none of ``sources`` states, in order, each once. The
+    figures of each source text are remembered (bounded: :data:`STATED_MEMO`)."""
+    stated = {key for source in sources
+              for key in (_stated(source) if source is None or isinstance(source, str) else _stated.__wrapped__(source))}
     # a bare number in a source supports the same number with a unit only for counts (「3」 and 「3回」 are not
     # a warranty figure): units matter, so only exact (value, unit) pairs count
     missing: list[str] = []

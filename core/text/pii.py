@@ -415,8 +415,21 @@ def _mask(text: str, extra_secrets: tuple[str, ...], kinds: frozenset[str]) -> s
     return text
 
 
+MASK_MEMO_STRINGS = 512  # mask_text's memo: distinct short strings remembered (least recently used dropped)
+MASK_MEMO_MAX_CHARS = 2000  # a longer string is masked every time (the memo stays ≤ ~4 MB)
+
+
+@lru_cache(maxsize=MASK_MEMO_STRINGS)
+def _masked(text: str, extra_secrets: tuple[str, ...]) -> str:
+    return _mask(text, extra_secrets, _ALL)
+
+
 def mask_text(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
-    """``text`` with personal data and secrets replaced by labels such as ``[電話番号]`` / ``[秘匿]``."""
+    """``text`` with personal data and secrets replaced by labels such as ``[電話番号]`` / ``[秘匿]``. A short
+    string is masked once and remembered (:data:`MASK_MEMO_STRINGS`): a diagnosis turn masks the
+    conversation so far for its prompt again on every call."""
+    if isinstance(text, str) and len(text) <= MASK_MEMO_MAX_CHARS:
+        return _masked(text, tuple(extra_secrets))
     return _mask(text, extra_secrets, _ALL)
 
 

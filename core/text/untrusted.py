@@ -32,7 +32,7 @@ def _kind(char: str) -> int:
 def neutralise_delimiters(text: str) -> str:
     """``text`` with every run of 3+ opening / closing angle brackets replaced by ``‹`` / ``›``."""
     text = "" if text is None else str(text)
-    if not any(c in _OPENERS or c in _CLOSERS for c in text):
+    if _OPENERS.isdisjoint(text) and _CLOSERS.isdisjoint(text):
         return text
     out = []
     for kind, group in groupby(text, key=_kind):

@@ -254,3 +254,23 @@ def test_a_second_email_header_from_the_client_does_not_open_another_users_sessi
     joined = {"X-Forwarded-Email": "victim@example.jp, mallory@example.jp"}
     assert api.get(f"/api/sessions/{victim}", headers=joined).status_code == 404
     assert api.get(f"/api/sessions/{victim}", headers={"X-Forwarded-Email": "victim@example.jp"}).status_code == 200
+
+
+def test_an_api_turn_reads_its_transcript_once(api, monkeypatch):
+    """Issue #25: the review intake after a turn takes the transcript the turn stored instead of reading it
+    again; the turn itself reads the turns once (to refresh the transcript and diff its write). Counted."""
+    from core.store.store import Store
+
+    sid = post(api)["session_id"]
+    post(api, session_id=sid, action="select_vehicle", action_value=MIRAI)
+    reads = []
+    with monkeypatch.context() as patched:
+        for name in ("chat_entries", "entry_hashes"):
+            real = getattr(Store, name)
+            patched.setattr(Store, name, lambda self, *a, _real=real, _name=name, **k: reads.append(_name)
+                            or _real(self, *a, **k))
+        body = post(api, session_id=sid, action="confirm_photo", action_value="yes")
+    assert body["current_step"] == "free_text" and reads == ["chat_entries"]
+    response = api.get(f"/api/sessions/{sid}")
+    assert response.status_code == 200, response.text
+    assert response.json()["turns"] == 5 and response.json()["current_step"] == "free_text"

@@ -194,3 +194,42 @@ def test_an_api_turn_with_a_critical_answer_is_queued(api):
     assert reply["urgency"]["level"] == "critical"
     items = api.get("/api/review/queue", headers=REVIEWER).json()["items"]
     assert [(i["session_id"], i["reason"]) for i in items] == [(sid, "critical")]
+
+
+def test_an_ask_item_corrected_over_http_becomes_a_regression_case(api):
+    """ナレッジに質問 is not a stored session: its item comes from the page; a reviewer corrects it over HTTP with the
+    entries it should cite (a number and a title) and 該当なし / 回答する, and the item becomes an ``ask`` case."""
+    from core.identity import REVIEWER as REVIEWER_ROLE
+    from core.identity import Identity
+    from core.review.regression import make_regression_case
+    item, _ = api.store.enqueue_review("ask-http", 0, "ask", "thumbs_down", snapshot={
+        "question": "秘密保持期間は何年にしていますか", "answer": "該当するナレッジはありません。", "sources": [],
+        "outcome": "not_found"})
+    body = {"verdict": "incorrect", "labels": ["情報不足"],
+            "corrected_answer": {"outcome": "answered", "citations": ["12", "NDA：秘密保持期間"]}}
+    r = api.post(f"/api/review/items/{item}", json=body, headers=REVIEWER)
+    assert r.status_code == 200, r.text
+    _, scenario = make_regression_case(api.store, item, Identity(name="sato", email="sato@example.jp", source="proxy",
+                                                                 roles=frozenset({REVIEWER_ROLE})))
+    assert (scenario["flow"], scenario["turns"]) == ("ask", [{"message": "秘密保持期間は何年にしていますか"}])
+    assert scenario["expect"] == {"outcome": "answered", "first_citation": "No.12",
+                                  "citations_include": ["No.12", "NDA：秘密保持期間"]}
+
+
+def test_an_answer_that_needs_no_review_is_not_read_back(api, monkeypatch):
+    """Issue #25: after an /api/chat turn, an answer with no reason to review (not failed, not critical, no
+    repair in the turn's own calls, not drawn for the sample) is known from the turn itself: nothing is read
+    back. Drawn for the sample (rate 1), it is read and queued as before. Counted."""
+    from core.review import intake
+
+    read = []
+    real = intake.answer_at
+    monkeypatch.setattr(intake, "answer_at", lambda *a, **k: read.append(a[1:]) or real(*a, **k))
+    sid = chat(api)["session_id"]
+    chat(api, session_id=sid, action="select_vehicle", action_value=MIRAI)
+    assert read == [] and api.get("/api/review/queue", headers=REVIEWER).json()["items"] == []
+    monkeypatch.setenv("KAIWA_REVIEW_SAMPLE", "1")
+    chat(api, session_id=sid, action="confirm_photo", action_value="yes")
+    assert len(read) == 1
+    items = api.get("/api/review/queue", headers=REVIEWER).json()["items"]
+    assert [(i["session_id"], i["reason"]) for i in items] == [(sid, "sample")]

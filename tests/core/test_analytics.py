@@ -384,3 +384,44 @@ def test_a_period_of_japan_days_reads_the_rollups_not_the_records(store, seeded)
         event.remove(store.engine, "before_cursor_execute", spy)
     assert frames.calls == 9 and len(frames.conversations) == 11
     assert not any("debug_records" in s or " turns " in s for s in seen), seen
+
+
+@pytest.mark.parametrize("providers", [[], ["offline"], [a.UNKNOWN]])
+def test_conversations_summed_by_the_database_give_the_same_figures(store, seeded, providers):
+    """What 分析 reads (``grouped``: one row per kind of conversation, ``n`` of them) gives every figure of
+    the conversations part exactly as one row per conversation does."""
+    per_row = a.load_frames(store, **RANGE, providers=providers)
+    grouped = a.load_frames(store, **RANGE, providers=providers, grouped=True)
+    assert "id" not in grouped.conversations and grouped.conversations["n"].sum() == len(per_row.conversations)
+    for name in (*a.FIGURES["conversations"], "faq_top_not_found"):
+        pd.testing.assert_frame_equal(a.figure(grouped, name), a.figure(per_row, name), obj=name)
+
+
+def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conversations(store, seeded):
+    before = len(a.load_frames(store, **RANGE, grouped=True).conversations)
+    for _ in range(5):  # five more of a kind already there (K3: a draft on the 2nd exchange, openai)
+        conversation(store, "knowledge", knowledge_chat(("collect_case",), ("draft_knowledge",)), provider="openai")
+    grouped = a.load_frames(store, **RANGE, grouped=True)
+    assert len(grouped.conversations) == before
+    assert rows(a.interview_funnel(grouped), "stage")["draft_knowledge"]["conversations"] == 2 + 5
+
+
+@pytest.mark.parametrize("providers", [[], ["openai"]])
+def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods_figures(store, seeded, providers):
+    """What 分析 keeps (the settled days' sums, read once) and what it reads after each write (the days still
+    being written: from yesterday for conversations, today for model calls) add up to the figures of the
+    whole period, table for table."""
+    jst = timezone(timedelta(hours=9))
+    since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
+    assert a.settled_split(since, until, "calls", today=date(2025, 5, 1)) == [(since, until, False)]
+    assert a.settled_split(since, until, "calls", today=date(2025, 8, 1)) == [(since, until, True)]
+    a.refresh(store)
+    for part in a.FIGURES:
+        split = a.settled_split(since, until, part, today=date(2025, 6, 12))
+        cut = datetime(2025, 6, 11 if part == "conversations" else 12, tzinfo=jst)  # yesterday / today
+        assert split == [(since, cut, True), (cut, until, False)]
+        whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
+        added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
+        for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
+            pd.testing.assert_frame_equal(a.figure(added, name), a.figure(whole, name), obj=name)
+            assert not a.figure(whole, name).empty or name == "method_mix" and providers

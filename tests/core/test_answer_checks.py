@@ -45,3 +45,18 @@ def test_japanese_text_passes(text):
 def test_checks_are_bounded_on_huge_input():
     huge = "1万km" * 200_000
     assert len(figures(huge)) <= 8000 and not echoes(huge, "x")
+
+
+def test_the_figures_of_a_source_are_read_once(monkeypatch):
+    """Issue #25: every diagnosis turn checks its answer against the same manual sections; each section's
+    figures are found once and remembered (counted)."""
+    from core.text import answer_checks
+
+    answer_checks._stated.cache_clear()
+    read: list[str] = []
+    real = answer_checks.figures
+    monkeypatch.setattr(answer_checks, "figures", lambda text: read.append(text) or real(text))
+    source = "タイヤの空気圧は240kPaです。"
+    assert answer_checks.unsupported_figures("空気圧は240kPaと300kPaです", [source]) == ["300kPa"]
+    assert answer_checks.unsupported_figures("空気圧は250kPaです", [source, None]) == ["250kPa"]
+    assert read.count(source) == 1

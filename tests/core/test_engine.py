@@ -312,3 +312,17 @@ def test_unknown_exceptions_never_show_python_text(caplog):
     assert result.provider_error == "unknown"
     assert "IndexError" not in result.error_text and "list index" not in result.error_text
     assert any("IndexError" in r.getMessage() for r in caplog.records)  # but the server log has it
+
+
+def test_current_turn_is_one_token_per_outermost_turn_deadline():
+    """What a turn checks once (the manual index's freshness) is keyed by this token (issue #25)."""
+    from core.engine import current_turn, turn_deadline
+
+    assert current_turn() is None
+    with turn_deadline(30):
+        first = current_turn()
+        with turn_deadline(10):  # a nested block is the same turn
+            assert current_turn() is first
+    assert first is not None and current_turn() is None
+    with turn_deadline(30):
+        assert current_turn() is not None and current_turn() is not first

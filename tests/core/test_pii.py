@@ -171,3 +171,20 @@ def test_scrub_masks_each_distinct_string_once(monkeypatch):
     longer = "x" * (pii.SCRUB_MEMO_MAX_CHARS + 1)
     scrub([longer, longer])
     assert masked[count:] == [longer, longer]  # a very long string is not remembered
+
+
+def test_mask_text_masks_a_short_string_once(monkeypatch):
+    """Issue #25: the prompt builder masks the conversation so far on every call; a short string is scanned
+    once and remembered, a long one every time (counted, not timed)."""
+    from core.text import pii
+
+    pii._masked.cache_clear()
+    scanned: list[str] = []
+    real = pii.find_spans
+    monkeypatch.setattr(pii, "find_spans", lambda text, extra=(): scanned.append(text) or real(text, extra))
+    assert pii.mask_text("電話は090-1234-5678です") == pii.mask_text("電話は090-1234-5678です") == "電話は[電話番号]です"
+    assert scanned.count("電話は090-1234-5678です") == 1
+    longer = "y" * (pii.MASK_MEMO_MAX_CHARS + 1)
+    pii.mask_text(longer)
+    pii.mask_text(longer)
+    assert scanned.count(longer) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -135,6 +136,9 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     """Each table is cached by its own inputs (core.analytics.figure_inputs): an FAQ exchange written by
     another user recomputes the FAQ tables and leaves the interview, diagnosis and model-call tables as
     they were (counted, not timed)."""
+    import streamlit as st
+
+    st.cache_data.clear()  # a figure is cached by its inputs' digest: the same seeded store, the same key
     computed: list[str] = []
     real = analytics.figure
     monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real(frames, name))
@@ -146,3 +150,65 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     assert not at.exception
     assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
     assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one
+
+
+def test_the_charts_are_plain_vega_lite_specs_built_without_altair(seeded, monkeypatch):
+    """Every chart of the page is a Vega-Lite spec that validates against the schema Streamlit's charts use,
+    and none is built through Altair (whose schema validation of every spec was most of the first run after
+    a write, issue #25): counted, not timed."""
+    import json
+
+    import altair
+    import jsonschema
+    from altair.utils import schemapi
+
+    built: list[str] = []
+    real = schemapi.SchemaBase.to_dict
+    monkeypatch.setattr(schemapi.SchemaBase, "to_dict", lambda self, *a, **k: built.append(type(self).__name__)
+                        or real(self, *a, **k))
+    at = page()
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 7 and built == []  # funnel, drop-off, quality over time, methods, outcomes, end steps, FAQ
+    validator = jsonschema.Draft7Validator(altair.vegalite.v6.schema.core.load_schema())
+    for chart in charts:
+        spec = {"data": {"values": []}, **json.loads(chart.proto.spec)}  # the data travels beside the spec
+        assert not list(validator.iter_errors(spec)), spec
+
+
+def test_a_column_name_with_a_dot_is_one_field_not_a_path():
+    from ui import charts
+
+    mix = pd.DataFrame({"v1.2": [1], "v2": [2]}, index=pd.Index(["FAQ"], name="タスク"))
+    assert charts.bar(mix, horizontal=True)["transform"] == [{"fold": ["v1\\.2", "v2"],
+                                                             "as": [charts.SERIES, charts.VALUE]}]
+    over_time = pd.DataFrame({"FAQ · v1.2": [0.5]}, index=pd.DatetimeIndex(["2026-01-01"], name="日付"))
+    data, spec = charts.line(over_time)
+    assert spec["transform"] == [{"fold": ["FAQ · v1\\.2"], "as": [charts.SERIES, charts.VALUE]}]
+    assert list(data.columns) == ["日付", "FAQ · v1.2"]
+
+
+def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, monkeypatch):
+    """The period's settled days (model calls before today, conversations created before yesterday, Japan
+    time) are read once and kept until one of them changes; another user's chat turn today makes the next
+    run read today's calls and yesterday's and today's conversations only (counted)."""
+    from datetime import time, timedelta
+
+    import streamlit as st
+
+    from core.text.jst import JST
+
+    st.cache_data.clear()
+    reads: list[tuple[str, datetime]] = []
+    real = analytics.read_part
+    monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=():
+                        reads.append((part, since)) or real(store, part, since, until, providers))
+    at = page()
+    today = datetime.combine(datetime.now(JST).date(), time(), JST)
+    start, cut = today - timedelta(days=29), {"calls": today, "conversations": today - timedelta(days=1)}
+    assert sorted(reads) == sorted((part, s) for part in analytics.FIGURES for s in (start, cut[part]))
+    reads.clear()
+    conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
+    at.run()
+    assert not at.exception and sorted(reads) == [("calls", cut["calls"]), ("conversations", cut["conversations"])]

@@ -16,12 +16,12 @@ from ui.safe import lines, plain, table
 from ui.session import identity, store
 from ui.sidebar import STRATEGY_LABELS
 from ui.workbench.labels import method_label, record_label
+from ui.workbench.reviewed import PROMPT_TEXT_PREFIX, draft_replay
 
 # Every widget of the editor, the record picker and the prompt-saving form: all start again from the record's
 # values when another record is opened (the prompt file to save is the record's, the confirmation is unticked).
 EDITOR_KEYS = ("wb_system", "wb_user", "wb_temperature", "wb_model", "wb_strategies", "wb_record_pick",
                "wb_prompt_name", "wb_prompt_note", "wb_prompt_sure")
-PROMPT_TEXT_PREFIX = "wb_prompt_text_"
 
 
 def open_replay(record_id: int) -> None:
@@ -76,6 +76,7 @@ def save_prompt_section(record: dict[str, Any]) -> None:
     name = st.selectbox("プロンプトファイル", names, index=names.index(default_name), key="wb_prompt_name")
     content = st.text_area(f"{name} の内容（テンプレート: {{{{…}}}} はそのまま残してください）",
                            value=load_prompt(name), height=260, key=f"{PROMPT_TEXT_PREFIX}{name}")
+    draft_replay(name, content)  # anyone may try the draft: nothing is saved
     note = st.text_input("変更メモ", key="wb_prompt_note", max_chars=300)
     sure = st.checkbox(f"{name} をすべてのレプリカで差し替えることを確認しました", key="wb_prompt_sure",
                        disabled=not who.can("prompt.write"))

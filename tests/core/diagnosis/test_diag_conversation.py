@@ -1,7 +1,9 @@
 """The stored diagnosis conversation: resume after a restart, booking written once, expiry notice."""
 from __future__ import annotations
 
+import pytest
 from diagnosis_fakes import MIRAI, KeywordManualRetriever
+from sqlalchemy import event
 
 from core.analytics import diagnosis_outcomes, load_frames
 from core.diagnosis.conversation import DiagnosisConversations
@@ -122,3 +124,107 @@ def test_a_typed_restart_at_done_is_a_new_conversation_too(tmp_path):
     again = convs.send(transcript, ChatRequest(session_id=sid, message="新しい問診を始めたい"), prompt=done.prompt)
     assert again.session_id != sid and again.current_step == "vehicle_id"
     assert convs.sessions.get(sid).current_step.value == "done"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_url(request, tmp_path) -> str:
+    """A fresh store on each engine (PostgreSQL: a scratch database in ``KAIWA_TEST_PG_URL``'s cluster)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'k.db'}"
+    from core.store.db import create_scratch_database
+    from tests.helpers.pg import shared_pg_url
+
+    return create_scratch_database(shared_pg_url())
+
+
+def _count_store_work(store):
+    """Write transactions (the writer's ``begin``), reads of the conversation row and of its turns."""
+    counted = {"writes": 0, "conversation_reads": 0, "turn_reads": 0}
+
+    def begin(conn):
+        if conn.get_execution_options().get("kaiwa_write"):
+            counted["writes"] += 1
+
+    def counting(name, key):
+        real = getattr(store, name)
+
+        def wrapper(*args, **kwargs):
+            counted[key] += 1
+            return real(*args, **kwargs)
+        return wrapper
+
+    event.listen(store.engine, "begin", begin)
+    for name, key in (("get_conversation", "conversation_reads"), ("chat_entries", "turn_reads"),
+                      ("entry_hashes", "turn_reads"), ("list_turns", "turn_reads")):
+        setattr(store, name, counting(name, key))
+
+    def stop():
+        event.remove(store.engine, "begin", begin)
+        for name in ("get_conversation", "chat_entries", "entry_hashes", "list_turns"):
+            delattr(store, name)
+    return counted, stop
+
+
+def test_an_api_turn_takes_two_write_transactions_and_reads_the_conversation_once(any_url):
+    """Issue #25: the lease, then the session, the transcript, the last response and the release in one
+    transaction (the session's own write was a third); the conversation read under the lease serves the
+    service's load too, and the turns read to refresh the transcript serve the write's diff (they were read
+    twice). Both engines; counted, never timed."""
+    convs = _convs(any_url)
+    sid = convs.handle(ChatRequest()).session_id
+    for req in (dict(action="select_vehicle", action_value=MIRAI), dict(action="confirm_photo", action_value="yes")):
+        convs.handle(ChatRequest(session_id=sid, **req))
+    counted, stop = _count_store_work(convs.store)
+    try:
+        r = convs.handle(ChatRequest(session_id=sid, message="エアコンの風が弱い気がする"))
+    finally:
+        stop()
+    assert counted == {"writes": 2, "conversation_reads": 1, "turn_reads": 1}
+    stored = Store(any_url).get_conversation(sid)
+    session = stored["state"]["session"]
+    assert session["current_step"] == r.current_step and session["symptom_text"] == "エアコンの風が弱い気がする"
+    assert stored["state"]["last_response"] == r.model_dump(mode="json")
+    assert "エアコンの風が弱い" in stored["title"] and stored["turn_token"] is None
+    assert convs.sessions.pending == {} and convs.sessions.held == set() and convs.sessions.loaded == {}
+    again = _convs(any_url).resume(sid)  # another process sees exactly this turn
+    assert again.response == r and [e["role"] for e in again.transcript][-2:] == ["user", "assistant"]
+
+
+def test_a_turn_that_fails_stores_neither_its_session_nor_its_transcript(tmp_path, monkeypatch):
+    """The session's write waits for the transcript's: a turn whose transcript write fails leaves the stored
+    conversation as it was (the next turn answers the same prompt again)."""
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    convs = _convs(url)
+    sid = convs.handle(ChatRequest()).session_id
+    convs.handle(ChatRequest(session_id=sid, action="select_vehicle", action_value=MIRAI))
+    before = Store(url).get_conversation(sid)["state"]
+    turns = len(Store(url).list_turns(sid))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(convs.store, "write_chat", broken)
+    with pytest.raises(RuntimeError):
+        convs.handle(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"))
+    monkeypatch.undo()
+    assert Store(url).get_conversation(sid)["state"] == before and len(Store(url).list_turns(sid)) == turns
+    r = convs.handle(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"))
+    assert r.current_step == "free_text"
+
+
+def test_a_start_is_two_write_transactions_and_reads_no_turns(any_url):
+    """The new conversation, then its session, welcome message and last response in one transaction (there
+    were four: the create, the session's update, the read of its turns, the chat). Both engines."""
+    convs = _convs(any_url)
+    counted, stop = _count_store_work(convs.store)
+    try:
+        r = convs.handle(ChatRequest())
+    finally:
+        stop()
+    assert counted["writes"] == 2 and counted["turn_reads"] == 0
+    stored = Store(any_url).get_conversation(r.session_id)
+    assert stored["state"]["session"]["current_step"] == "vehicle_id" and stored["state"]["last_response"] == r.model_dump(mode="json")
+    assert convs.sessions.held == set() and convs.sessions.pending == {}
+    unknown = convs.handle(ChatRequest(session_id="no-such-session", message="こんにちは"))  # a new one, held too
+    assert unknown.session_id != "no-such-session" and convs.sessions.held == set()
+    assert Store(any_url).get_conversation(unknown.session_id)["state"]["last_response"]["notice"]

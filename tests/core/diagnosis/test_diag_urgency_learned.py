@@ -96,3 +96,22 @@ def test_the_learned_layer_carries_wording_the_rules_miss():
     fused = [fuse(rules.check(u.text), model.classify(u.text)).level for u in missed]
     assert sum(f == u.level for f, u in zip(fused, missed)) >= 0.8 * len(missed)
     assert all(f != "none" for f, u in zip(fused, missed) if u.level == "critical")
+
+
+def test_the_sparse_product_equals_the_dense_one(shipped, monkeypatch):
+    """Issue #25: the classes' logits over the embedding and only the text's n-gram columns are the dense
+    ``coef @ features`` (to rounding), and no vocabulary-sized vector is built per vote (counted)."""
+    rng = np.random.default_rng(7)
+    texts = ["2日前からブレーキを踏むとキーキー音がする", "ぶれーき きかねえ", "エンジン警告灯が点滅している", "", "ああ"]
+    for text in texts:
+        embedding = rng.random(shipped.embedding_size)
+        logits = shipped.coef @ shipped.features(text, embedding) + shipped.intercept
+        dense = np.exp(logits - logits.max())
+        dense /= dense.sum()
+        sparse = shipped.probabilities(text, embedding)
+        assert list(sparse) == list(shipped.classes)
+        assert np.allclose([sparse[c] for c in shipped.classes], dense, rtol=0, atol=1e-12)
+    built = []
+    monkeypatch.setattr(LearnedUrgency, "ngram_vector", lambda self, text: built.append(text))
+    shipped.probabilities(texts[0], rng.random(shipped.embedding_size))
+    assert built == []

@@ -45,7 +45,7 @@ def test_no_pii_in_trace_looks_at_the_trace_and_the_debug_records(leak):
 
 def test_all_contract_keys_are_known():
     assert set(CHECKS) == {"step", "urgency", "can_drive", "citations_min", "citations_max", "message_contains",
-                           "message_not_contains", "first_citation",
+                           "message_not_contains", "first_citation", "citations_include",
                            "outcome", "outcome_in", "no_pii_in_trace", "trace_nodes_include",
                            "phase", "mode", "knowledge_fields", "knowledge_contains", "knowledge_typed", "knowledge_not_contains",
                            "confirmed", "turns_max"}
@@ -57,6 +57,19 @@ def test_message_not_contains_and_first_citation():
     problems = check_expectations({"message_not_contains": "油圧", "first_citation": "s038"}, final, [])
     assert len(problems) == 2 and "message_not_contains" in problems[0] and "first_citation" in problems[1]
     assert check_expectations({"first_citation": "kb:001"}, {"citations": []}, [])
+
+
+def test_cited_entries_by_id_or_title():
+    """ナレッジに質問 reports its citations' titles: first_citation and citations_include match an id (ending)
+    or a title (NFKC-folded, whole); an id never matches a longer number."""
+    final = {"citations": ["No.112", "No.7"], "citation_titles": ["売買契約：催告解除", "ＮＤＡ：秘密保持期間"]}
+    assert check_expectations({"first_citation": "売買契約：催告解除", "citations_include": ["No.7", "NDA：秘密保持期間"]},
+                              final, []) == []
+    assert check_expectations({"first_citation": "No.112"}, final, []) == []
+    problems = check_expectations({"first_citation": "No.12", "citations_include": ["No.12", "売買契約"]}, final, [])
+    assert len(problems) == 2 and "first_citation" in problems[0] and "No.112 売買契約：催告解除" in problems[0]
+    assert "citations_include: missing ['No.12', '売買契約']" in problems[1]
+    assert check_expectations({"citations_include": "kb:002"}, FINAL, []) == []  # without titles: ids only
 
 
 def test_knowledge_contains_folds_width_and_knowledge_typed_does_not():

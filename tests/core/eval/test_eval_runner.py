@@ -41,7 +41,8 @@ def test_a_missing_adapter_module_is_a_clear_failure_not_a_crash(monkeypatch):
 def test_the_registry_names_every_flow():
     assert adapters.FLOW_ADAPTERS == {"faq": "core.faq.scenario:run_scenario",
                                       "diagnosis": "core.diagnosis.scenario:run_scenario",
-                                      "knowledge": "core.knowledge.scenario:run_scenario"}
+                                      "knowledge": "core.knowledge.scenario:run_scenario",
+                                      "ask": "core.knowledge.ask_scenario:run_scenario"}
 
 
 def test_an_adapter_that_takes_source_gets_the_scenario_file(monkeypatch):
@@ -54,6 +55,20 @@ def test_an_adapter_that_takes_source_gets_the_scenario_file(monkeypatch):
     monkeypatch.setattr(runner, "load_adapter", lambda flow: adapter)
     assert run_scenario({**PASSING, "expect": {"outcome": "answered"}}, client_factory, source="x/y.yaml").passed
     assert seen == ["x/y.yaml"]
+
+
+def test_an_adapter_that_takes_store_gets_the_runs_store_and_others_do_not(monkeypatch):
+    seen = []
+
+    def adapter(scenario, client, log, store=None):
+        seen.append(store)
+        return {"outcome": "answered"}
+
+    monkeypatch.setattr(runner, "load_adapter", lambda flow: adapter)
+    marker = object()
+    assert run_scenario({**PASSING, "expect": {"outcome": "answered"}}, client_factory, store=marker).passed
+    assert run_scenario({**PASSING, "expect": {"outcome": "answered"}}, client_factory).passed
+    assert seen == [marker, None]
 
 
 def test_unknown_flow_crashing_adapter_and_malformed_scenarios_fail(monkeypatch):

@@ -205,3 +205,42 @@ def test_ingest_cli_attributes_pdfs_and_binds_them_to_a_known_vehicle(tmp_path, 
     assert ingest.main(["--pdf", str(pdf), "--vehicle", "car-a", "--user", "整備 次郎"]) == 0
     info = sources(ManualRetriever(embedder=emb))[("car-a", "pdf:extra.pdf")]
     assert info.uploaded_by == "local:整備 次郎" and info.sha256 == hashlib.sha256(TOWING).hexdigest()
+
+
+def test_a_turns_searches_check_the_collection_once_and_the_next_turn_sees_a_replicas_upload(chroma_backend):
+    """Issue #25: inside one user turn (``core.engine.turn_deadline``) the searches and query expansions look
+    the collection up in Chroma once, not once each; outside a turn every read looks; the next turn sees
+    what another replica wrote meanwhile. Counted, never timed."""
+    from core.engine import turn_deadline
+
+    emb = HashEmbedder()
+    replica1 = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_fresh")
+    replica1.index_manual(tiny_manual("car-a"))
+    replica2 = ManualRetriever(store=chroma_backend.client(), embedder=emb, collection="t_fresh")
+    before = replica1.freshness_checks
+    with turn_deadline(60):
+        for query in ("最大牽引質量", "ブレーキ", "タイヤ"):
+            replica1.expand_query(query)
+            replica1.search(query, "car-a", mode="bm25")
+    assert replica1.freshness_checks - before == 1
+    replica1.search("最大牽引質量", "car-a", mode="bm25")
+    replica1.search("最大牽引質量", "car-a", mode="bm25")
+    assert replica1.freshness_checks - before == 3  # outside a turn: every read
+    add(replica2)
+    with turn_deadline(60):
+        hits = replica1.search("最大牽引質量", "car-a", mode="bm25")
+    assert hits and hits[0].chapter == "towing.pdf"
+
+
+def test_query_expansion_reads_the_manual_texts_once_per_state_of_the_index(retriever, monkeypatch):
+    """``expand_query`` walked every chunk of the index on every call; now only when the index changed."""
+    walked = []
+    real = retriever._readings.sync_texts
+    monkeypatch.setattr(retriever._readings, "sync_texts", lambda items: walked.append(1) or real(items))
+    retriever.expand_query("ぶれーき")
+    retriever.expand_query("たいや")
+    assert len(walked) == 1
+    add(retriever)  # a new state of the index: its texts are read again (only the new ones are new)
+    retriever.expand_query("けんいん")
+    retriever.expand_query("ぶれーき")
+    assert len(walked) == 2

@@ -154,3 +154,23 @@ def test_quality_figures_and_two_reviewer_agreement(store):
     assert int(table["正しい"].sum()) == 5 and int(table["誤り"].sum()) == 2
     assert quality.label_counts(store).to_dict("records") == [{"ラベル": "情報不足", "件数": 2}]
     assert quality.agreement(store, since="2999-01-01").kappa is None
+
+
+def test_certainly_not_queued_only_when_no_reason_holds(monkeypatch):
+    """The read-free pre-check after an API turn (issue #25) says "not queued" only when none of consider()'s
+    reasons can hold: a fallback, a critical urgency, a repair or retry, a failed last call, the sample."""
+    from core.review.intake import certainly_not_queued
+
+    monkeypatch.setenv("KAIWA_REVIEW_SAMPLE", "0")
+    plain = {"role": "assistant", "step": "diagnosing", "message": "いつからですか？",
+             "response": {"urgency": {"level": "low", "can_drive": True}}}
+    ok = [{"kind": "call", "outcome": "ok"}]
+    assert certainly_not_queued("c1", 3, "diagnosis", plain, ok)
+    assert certainly_not_queued("c1", 3, "diagnosis", plain, [])
+    assert not certainly_not_queued("c1", 3, "diagnosis", {**plain, "fallback": True}, ok)
+    critical = {**plain, "response": {"urgency": {"level": "critical", "can_drive": False}}}
+    assert not certainly_not_queued("c1", 3, "diagnosis", critical, ok)
+    assert not certainly_not_queued("c1", 3, "diagnosis", plain, [{"kind": "repair", "outcome": "ok"}, *ok])
+    assert not certainly_not_queued("c1", 3, "diagnosis", plain, [*ok, {"kind": "call", "outcome": "error"}])
+    monkeypatch.setenv("KAIWA_REVIEW_SAMPLE", "1")
+    assert not certainly_not_queued("c1", 3, "diagnosis", plain, ok)

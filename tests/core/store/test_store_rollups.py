@@ -61,13 +61,13 @@ def test_every_write_that_changes_a_figure_marks_its_conversation_or_day(store, 
         assert marks(store) == {(cid, None)}, write
         store.refresh_rollups()
     store.add_debug_record(record(cid), operator)
-    assert marks(store) == {(cid, None), (None, "2025-06-10")}
+    assert marks(store) == {(cid, None), (None, "20250610a")}  # its Japan day
     store.refresh_rollups()
     store.update_conversation(cid, title="題だけ")  # neither state nor turns: no figure changes
     store.set_booking_status(store.list_bookings(limit=1)[0]["number"], "confirmed", admin)  # status: not a figure
     assert marks(store) == set()
     store.clear_debug_records(admin)
-    assert marks(store) == {(cid, None), (None, "2025-06-10")}
+    assert marks(store) == {(cid, None), (None, "20250610a")}  # its Japan day
 
 
 def test_a_refresh_recounts_only_the_conversations_and_days_written(store, operator):
@@ -75,14 +75,14 @@ def test_a_refresh_recounts_only_the_conversations_and_days_written(store, opera
     for i, cid in enumerate(ids):
         store.append_turn(cid, {"user": f"q{i}"}, role="exchange", step="answered")
         store.add_debug_record(record(cid, at=f"2025-06-1{i}T03:00:00.000+00:00"), operator)
-    assert store.refresh_rollups() == {"conversations": 5, "days": 6}  # five UTC dates: the six Japan days they overlap
+    assert store.refresh_rollups() == {"conversations": 5, "days": 5}  # each record's Japan day
     assert store.refresh_rollups() == {"conversations": 0, "days": 0}
     versions = store.rollup_versions()
     store.append_turn(ids[2], {"user": "もう一度"}, role="exchange", step="not_found", user_input="もう一度")
     assert store.refresh_rollups() == {"conversations": 1, "days": 0}
     assert store.rollup_versions() == {**versions, "conversations": versions["conversations"] + 1}
-    store.add_debug_record(record(ids[3], at="2025-06-13T20:00:00.000+00:00"), operator)
-    assert store.refresh_rollups() == {"conversations": 1, "days": 2}
+    store.add_debug_record(record(ids[3], at="2025-06-13T20:00:00.000+00:00"), operator)  # 2025-06-14 in Japan
+    assert store.refresh_rollups() == {"conversations": 1, "days": 1}
     row = rollup_rows(store)[ids[2]]
     assert row["started"] == 1 and row["faq"] == {("answered", None, 1), ("not_found", "もう一度", 1)}
 
@@ -145,6 +145,60 @@ def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, o
     assert rollup_rows(store)[cid]["faq"] == {("answered", None, 1), ("not_found", None, 1)}
 
 
+def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_versions(store, operator, monkeypatch):
+    """分析 keeps the sums of the days before yesterday (Japan time) until their own version moves: today's
+    chat turn moves the parts' versions only; a record of an old day, or a turn in a conversation created
+    before yesterday, moves the settled one too (counted, not timed)."""
+    import core.store.base as store_base
+
+    settled = rollups.SETTLED
+    now = store_base.now_iso()
+    cid = store.create_conversation("faq", operator)
+    store.append_turn(cid, {"user": "一つ目"}, role="exchange", step="answered")
+    store.add_debug_record(record(cid, at=now), operator)
+    store.refresh_rollups()
+    before = store.rollup_versions()
+    store.append_turn(cid, {"user": "二つ目"}, role="exchange", step="answered")
+    store.add_debug_record(record(cid, at=now), operator)
+    store.refresh_rollups()
+    after = store.rollup_versions()
+    assert after["conversations"] > before["conversations"] and after["calls"] > before["calls"]
+    assert [after.get(settled[p], 0) for p in settled] == [before.get(settled[p], 0) for p in settled]
+
+    store.add_debug_record(record(None, at="2025-06-10T03:00:00.000+00:00"), operator)  # an old day's record
+    store.refresh_rollups()
+    moved = store.rollup_versions()
+    assert moved[settled["calls"]] > after.get(settled["calls"], 0)
+    assert moved.get(settled["conversations"], 0) == after.get(settled["conversations"], 0)
+
+    monkeypatch.setattr(store_base, "now_iso", lambda: "2025-06-10T03:00:00.000+00:00")
+    old = store.create_conversation("faq", operator)  # created long ago …
+    monkeypatch.undo()
+    store.refresh_rollups()
+    moved = store.rollup_versions()
+    store.append_turn(old, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
+    store.refresh_rollups()
+    assert store.rollup_versions()[settled["conversations"]] > moved.get(settled["conversations"], 0)
+
+
+@pytest.mark.parametrize("at, mark, days", [
+    ("2025-06-10T14:59:59.999+00:00", "20250610a", ["2025-06-10"]),
+    ("2025-06-10T15:00:00.000+00:00", "20250610b", ["2025-06-11"]),
+    ("2025-06-30T23:00:00.000+00:00", "20250630b", ["2025-07-01"]),
+    ("2025-06-10T15:00:00+09:00", "2025-06-10", ["2025-06-10", "2025-06-11"]),  # not as the store writes them
+    ("いつか", "いつか", []),
+])
+def test_a_debug_record_marks_its_japan_day_when_its_time_is_a_stored_timestamp(store, operator, at, mark, days):
+    """A record written at a stored timestamp marks the one Japan day it falls in (string operations in the
+    trigger: nothing a record says can fail the write); any other time marks its UTC date, whose two Japan
+    days are recounted; an unreadable one is skipped."""
+    store.refresh_rollups()
+    store.add_debug_record(record(None, at=at), operator)
+    assert {day for _, day in marks(store)} == {mark, None}
+    assert rollups.japan_days([mark]) == days
+    assert store.refresh_rollups()["days"] == len(days)
+
+
 @pytest.mark.parametrize("ms", [1.0, 9.0, 100.0, 432.1, 2500.0, 60_000.0])
 def test_a_latency_bucket_stands_for_its_latencies_within_one_percent(ms):
     assert abs(rollups.bucket_value(rollups.latency_bucket(ms)) - ms) / ms < 0.01
@@ -153,3 +207,33 @@ def test_a_latency_bucket_stands_for_its_latencies_within_one_percent(ms):
 def test_japan_days_of_a_utc_date_and_odd_dates_skipped():
     assert rollups.japan_days(["2025-06-10", "nonsense", "2025-06-11"]) == ["2025-06-10", "2025-06-11", "2025-06-12"]
     assert rollups.day_bounds("2025-06-10") == ("2025-06-09T15:00:00.000+00:00", "2025-06-10T15:00:00.000+00:00")
+
+
+def test_the_exact_day_migration_keeps_the_marks_meaning_both_ways(store_url, operator):
+    """0009 changes only the triggers: down to 0008 a pending Japan-day mark becomes the UTC date it was made
+    on (recounted with the next day, as 0008's code does) and records mark UTC dates; up again, Japan days."""
+    from sqlalchemy import create_engine
+
+    from core.store.store import Store
+    from tests.core.store.test_people_names import _alembic
+
+    store = Store(store_url)
+    store.refresh_rollups()
+    store.add_debug_record(record(None, at="2025-06-10T20:00:00.000+00:00"), operator)
+    store.engine.dispose()
+    _alembic(store_url, "0008", down=True)
+    engine = create_engine(store_url)  # the database as 0008 left it (a Store would migrate it)
+    with engine.begin() as conn:
+        assert {r[0] for r in conn.exec_driver_sql("SELECT day FROM rollup_dirty WHERE day IS NOT NULL")} == {
+            "2025-06-10"}
+        conn.exec_driver_sql("DELETE FROM rollup_dirty")
+        conn.exec_driver_sql("INSERT INTO debug_records (owner, created_at, record) "
+                             "VALUES ('x', '2025-06-11T03:00:00.000+00:00', '{}')")
+        assert {r[0] for r in conn.exec_driver_sql("SELECT day FROM rollup_dirty WHERE day IS NOT NULL")} == {
+            "2025-06-11"}
+    engine.dispose()
+    _alembic(store_url, "head")
+    store = Store(store_url)
+    store.add_debug_record(record(None, at="2025-06-12T03:00:00.000+00:00"), operator)
+    assert {day for _, day in marks(store) if day} == {"2025-06-11", "20250612a"}
+    store.engine.dispose()

@@ -52,3 +52,32 @@ def test_a_turn_that_lost_its_lease_writes_nothing(store, operator):
     sync_chat(store, cid, [{"user": "質問", "outcome": "answered"}], flow="faq", merge_state={"x": 1}, fence=other,
               release=True)
     assert len(store.list_turns(cid)) == 1 and store.get_conversation(cid)["turn_token"] is None
+
+
+def test_a_turns_title_and_status_land_with_its_chat(store, operator):
+    """The diagnosis session's own write (its state, title and status) rides in the turn's one transaction."""
+    cid = store.create_conversation("diagnosis", operator, title="車両問診")
+    token = store.acquire_turn(cid, hold=30)
+    counted, stop = count_write_transactions(store)
+    try:
+        sync_chat(store, cid, [{"role": "user", "text": "ブレーキが鳴る"}], flow="diagnosis",
+                  merge_state={"session": {"current_step": "done"}, "last_response": {"n": 1}},
+                  title="ミライバ: ブレーキが鳴る", status="done", fence=token, release=True)
+    finally:
+        stop()
+    conversation = store.get_conversation(cid)
+    assert counted["writes"] == 1 and conversation["title"] == "ミライバ: ブレーキが鳴る"
+    assert conversation["status"] == "done" and conversation["turn_token"] is None
+    assert conversation["state"] == {"session": {"current_step": "done"}, "last_response": {"n": 1}}
+
+
+def test_chat_entries_report_the_digests_entry_hashes_would(store, operator):
+    """One read of the turns serves both the transcript refresh and the write's diff (issue #25)."""
+    cid = store.create_conversation("diagnosis", operator)
+    chat = [{"role": "assistant", "step": "vehicle_id", "message": "車両は？"}, {"role": "user", "text": "ミライ"}]
+    sync_chat(store, cid, chat, flow="diagnosis")
+    sync_chat(store, cid, chat[:1], flow="diagnosis")  # the user turn superseded: not live, not reported
+    hashes: dict[str, str] = {}
+    entries = store.chat_entries(cid, hashes=hashes)
+    assert [e["message"] for e in entries] == ["車両は？"]
+    assert hashes == store.entry_hashes(cid) and len(hashes) == 1

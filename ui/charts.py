@@ -1,0 +1,90 @@
+"""分析's bar and line charts as plain Vega-Lite specs (``st.vega_lite_chart``), the same charts
+``st.bar_chart`` / ``st.line_chart`` draw (tooltips, legend below, zoom by dragging), without building them
+through Altair: Altair validates every spec it emits against the Vega-Lite JSON schema, which cost 50–200 ms
+of CPU per chart, most of the page's first run after a write (issue #25). The data stays wide (one column
+per series); a ``fold`` transform makes it long in the browser.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+SERIES, VALUE = "系列", "値"  # the folded columns (not shown as titles, as in st.bar_chart)
+ZOOM = {"name": "zoom", "select": {"type": "interval", "encodings": ["x", "y"]}, "bind": "scales"}
+LEGEND = {"titlePadding": 5, "offset": 5, "orient": "bottom"}
+SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
+
+
+def field(name: Any) -> str:
+    """A column name as a Vega-Lite field (``.``, ``[`` and ``]`` would read as a path: escaped)."""
+    out = str(name)
+    for char in ("\\", ".", "[", "]"):
+        out = out.replace(char, "\\" + char)
+    return out
+
+
+def _series(columns: Sequence[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The fold transform of ``columns`` and the color encoding of the series it makes."""
+    fold = [{"fold": [field(c) for c in columns], "as": [SERIES, VALUE]}]
+    return fold, {"field": SERIES, "type": "nominal", "title": " ", "legend": LEGEND}
+
+
+def bar(data: pd.DataFrame, x: str | None = None, y: str | Sequence[str] | None = None, *, horizontal: bool = False,
+        stack: bool | None = None, sort: bool = False) -> dict[str, Any]:
+    """The spec ``st.bar_chart(data, x=, y=, horizontal=, stack=, sort=False)`` draws: bars of ``y`` (one
+    column, or several side by side / stacked) per ``x`` (a column, else the index), in the data's order."""
+    frame = data if x is not None else data.reset_index()
+    x = x if x is not None else str(frame.columns[0])
+    ys = [y] if isinstance(y, str) else list(y) if y is not None else [c for c in frame.columns if c != x]
+    category = {"field": field(x), "type": "ordinal", "sort": None if not sort else "ascending",
+                "title": x if len(ys) == 1 and not horizontal else "", "axis": {"grid": False}}
+    spec: dict[str, Any] = {"$schema": SCHEMA, "mark": {"type": "bar"}, "params": [ZOOM]}
+    if len(ys) == 1 and not horizontal:
+        value = {"field": field(ys[0]), "type": "quantitative", "title": ys[0],
+                 "axis": {"grid": True, "tickMinStep": 1}}
+        spec["encoding"] = {"x": category, "y": value, "tooltip": [
+            {"field": field(x), "type": "nominal"}, {"field": field(ys[0]), "type": "quantitative"}]}
+        return spec
+    fold, color = _series(ys)
+    value = {"field": VALUE, "type": "quantitative", "title": "", "axis": {"grid": True, "tickMinStep": 1}}
+    if stack is False:
+        value["stack"] = False
+    spec["transform"] = fold
+    spec["encoding"] = {"x": value, "y": category} if horizontal else {"x": category, "y": value}
+    spec["encoding"].update({"color": color, "tooltip": [
+        {"field": field(x), "type": "nominal"}, {"field": VALUE, "type": "quantitative", "title": "value"},
+        {"field": SERIES, "type": "nominal", "title": "color"}]})
+    if stack is False:
+        spec["encoding"]["yOffset" if horizontal else "xOffset"] = {"field": SERIES}
+    return spec
+
+
+def line(data: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The data and spec ``st.line_chart(data)`` draws for a table indexed by date with one column per series:
+    a line per series, the nearest day's points highlighted under the pointer (a missing value is a gap)."""
+    frame = data.reset_index()
+    x, columns = str(frame.columns[0]), list(frame.columns[1:])
+    fold, color = _series(columns)
+    encoding = {"x": {"field": field(x), "type": "temporal", "title": "", "axis": {"grid": False}},
+                "y": {"field": VALUE, "type": "quantitative", "title": "", "axis": {"grid": True}},
+                "color": color,
+                "tooltip": [{"field": field(x), "type": "temporal"},
+                            {"field": VALUE, "type": "quantitative", "title": "value"},
+                            {"field": SERIES, "type": "nominal", "title": "color"}]}
+    hover = {"name": "hover", "select": {"type": "point", "clear": "mouseleave", "fields": [field(x)], "nearest": True,
+                                          "on": "mousemove"}}
+    return frame, {"$schema": SCHEMA, "transform": fold, "encoding": encoding, "layer": [
+        {"mark": {"type": "line"}, "params": [ZOOM]},
+        {"mark": {"type": "point", "opacity": 0}, "params": [hover]},
+        {"mark": {"type": "point", "filled": True, "size": 65},
+         "transform": [{"filter": {"param": "hover", "empty": False}}]}]}
+
+
+def spec(kind: str, data: pd.DataFrame, **kwargs: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """``(data to send, Vega-Lite spec)`` of a ``bar`` or ``line`` chart of ``data``."""
+    if kind == "line":
+        return line(data)
+    chart = bar(data, **kwargs)
+    return (data if kwargs.get("x") is not None else data.reset_index()), chart
