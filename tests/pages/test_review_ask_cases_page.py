@@ -20,6 +20,7 @@ from core.review.regression import make_regression_case
 from core.store import get_store
 from core.store.prompt_versions import list_prompt_versions
 from tests.helpers.clients import PromptFollowingAskClient
+from tests.pages.test_workbench_page import open_tab
 
 REVIEWER = {"x-forwarded-user": "sato", "x-forwarded-email": "sato@example.jp"}
 SATO = Identity(name="佐藤", email="sato@example.jp", source="proxy", roles=frozenset({"operator", "reviewer"}))
@@ -96,10 +97,12 @@ def test_a_tuner_replays_the_reviewed_set_with_the_unsaved_draft(app):
     app.session_state["llm_client"] = PromptFollowingAskClient()
     at = app.switch_page("pages/debug_log.py").run()
     assert not at.exception, at.exception
+    open_tab(at, "レビュー済みセット")  # lazy tabs: only the open one runs
     assert not [c for c in at.checkbox if c.key == "wb_reviewed_use_draft"]  # no draft yet
     at.button(key="wb_reviewed_run").click().run()
     assert at.metric[0].value == "0 / 1"  # the prompt in use: the model cites the best entry first
 
+    open_tab(at, "再実行")
     at.selectbox(key="wb_prompt_name").set_value("knowledge_answer_system").run()
     assert at.button(key="wb_draft_run").disabled  # the editor holds the text in use: nothing to try
     draft = load_prompt("knowledge_answer_system") + "\n" + PromptFollowingAskClient.MARKER
@@ -109,14 +112,16 @@ def test_a_tuner_replays_the_reviewed_set_with_the_unsaved_draft(app):
     assert any(c.value.startswith("未保存の下書き（knowledge_answer_system@") and "版として記録されていません" in c.value
                for c in at.caption)
     tables = [d.value for d in at.dataframe if "判定と一致" in d.value.columns]
-    assert [list(t["判定と一致"]) for t in tables] == [["✅ 一致"], ["❌ 不一致"]]  # the draft's, the tab's earlier run
+    assert [list(t["判定と一致"]) for t in tables] == [["✅ 一致"]]  # the draft's
     assert tables[0]["プロンプト版"].iloc[0].startswith("未保存の下書き（knowledge_answer_system@")
-    assert "下書き" not in tables[1]["プロンプト版"].iloc[0]
-    assert [m.value for m in at.metric if m.label == "レビューの判定と一致"] == ["1 / 1", "0 / 1"]  # 再実行 (the draft), レビュー済みセット
+    assert [m.value for m in at.metric if m.label == "レビューの判定と一致"] == ["1 / 1"]
 
+    open_tab(at, "レビュー済みセット")  # the editor's tab is closed now: its draft is kept (ui.kept)
     at.checkbox(key="wb_reviewed_use_draft").check().run()  # the reviewed-set tab: the editor's draft too
     at.button(key="wb_reviewed_run").click().run()
-    assert [m.value for m in at.metric if m.label == "レビューの判定と一致"] == ["1 / 1", "1 / 1"]
+    assert [m.value for m in at.metric if m.label == "レビューの判定と一致"] == ["1 / 1"]
+    open_tab(at, "再実行")  # and back in the editor, the draft is still what was typed
+    assert at.text_area(key="wb_prompt_text_knowledge_answer_system").value == draft
     # never saved: no version recorded, the text in use is unchanged
     assert list_prompt_versions(store, "knowledge_answer_system") == []
     assert prompt_version("knowledge_answer_system") == in_use

@@ -239,3 +239,42 @@ def test_a_rerun_of_the_promote_tab_reads_and_masks_no_turn_again(workbench, mon
     app.run()
     [scenario] = [c.value for c in app.code if c.language == "yaml"]
     assert reads == [cid, cid] and "車検の費用" in scenario and "[電話番号]" in scenario and "090" not in scenario
+
+
+def test_what_was_typed_in_the_replay_tab_survives_a_visit_to_another_tab(workbench):
+    """Lazy tabs draw only the open tab, and Streamlit drops the state of widgets a run does not draw: the
+    replay editor's typed system prompt, input, temperature, model and prompt draft come back as typed
+    (``ui.kept``), and opening another record still starts from that record's values."""
+    seed_knowledge_call(ScriptedClient([BAD]))
+    app = workbench(tab="再実行")
+    app.text_area(key="wb_system").set_value("書きかけのシステムプロンプト").run()
+    app.text_area(key="wb_user").set_value("書きかけの入力").run()
+    app.number_input(key="wb_temperature").set_value(0.9).run()
+    app.text_input(key="wb_model").set_value("my-model").run()
+    app.text_area(key="wb_prompt_text_knowledge_system").set_value("下書きのプロンプト").run()
+    open_tab(app, "記録")
+    assert not [t for t in app.text_area if t.key == "wb_system"]  # the closed tab is not drawn
+    open_tab(app, "再実行")
+    assert app.text_area(key="wb_system").value == "書きかけのシステムプロンプト"
+    assert app.text_area(key="wb_user").value == "書きかけの入力"
+    assert app.number_input(key="wb_temperature").value == 0.9
+    assert app.text_input(key="wb_model").value == "my-model"
+    assert app.text_area(key="wb_prompt_text_knowledge_system").value == "下書きのプロンプト"
+    [record] = get_store().list_debug_records()
+    app.selectbox(key="wb_record_pick").set_value(record["id"]).run()  # the same record: kept
+    open_tab(app, "記録")
+    app = open_detail(app, record["id"])
+    app.button(key=f"open_replay_{record['id']}").click().run()  # opened again: that record's own values
+    assert app.text_area(key="wb_system").value == record["messages"][0]["content"]
+    assert app.text_area(key="wb_prompt_text_knowledge_system").value == load_prompt("knowledge_system")
+
+
+def test_the_batch_forms_typed_text_survives_a_visit_to_another_tab(workbench):
+    seed_knowledge_call(ScriptedClient([BAD]))
+    app = workbench(tab="一括再実行")
+    app.text_area(key="wb_batch_system").set_value("一括用の下書き").run()
+    app.text_input(key="wb_batch_old").set_value("甲").run()
+    open_tab(app, "記録")
+    open_tab(app, "一括再実行")
+    assert app.text_area(key="wb_batch_system").value == "一括用の下書き"
+    assert app.text_input(key="wb_batch_old").value == "甲"

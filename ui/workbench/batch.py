@@ -11,6 +11,7 @@ from core import workbench as wb
 from core.llm.strategies import ALL_STRATEGIES
 from core.store.debug_records import DebugQuery
 from ui import cache, safe
+from ui.kept import keep, kept
 from ui.session import store
 from ui.sidebar import STRATEGY_LABELS
 from ui.workbench.labels import method_label
@@ -63,14 +64,18 @@ def batch_tab(query: DebugQuery, task_options: list[str]) -> None:
     st.caption(f"絞り込み中の {task} の記録: {found} 件")
     newest = cache.debug_page(same, 0, 1)[0]
     first = wb.base_messages(newest[0]) if newest else []
-    batch_system = st.text_area("システムプロンプト（空欄なら各記録のまま）", value="", height=160,
-                                key="wb_batch_system", placeholder=wb.system_prompt_of(first)[:300])
+    batch_system = keep("wb_batch_system", st.text_area(  # typed text survives another tab (ui.kept)
+        "システムプロンプト（空欄なら各記録のまま）", value=kept("wb_batch_system", ""), height=160,
+        key="wb_batch_system", placeholder=wb.system_prompt_of(first)[:300]))
     c1, c2 = st.columns(2)
-    old_text = c1.text_input("置換前の文字列（全メッセージ）", key="wb_batch_old", max_chars=2000)
-    new_text = c2.text_input("置換後の文字列", key="wb_batch_new", max_chars=2000)
+    old_text = keep("wb_batch_old", c1.text_input("置換前の文字列（全メッセージ）", value=kept("wb_batch_old", ""),
+                                                  key="wb_batch_old", max_chars=2000))
+    new_text = keep("wb_batch_new", c2.text_input("置換後の文字列", value=kept("wb_batch_new", ""), key="wb_batch_new",
+                                                  max_chars=2000))
     c1, c2, c3 = st.columns(3)
     temperature = c1.number_input("温度（空欄なら記録のまま）", 0.0, 2.0, value=None, step=0.1, key="wb_batch_temperature")
-    model = c2.text_input("モデル（空欄ならプロバイダーの既定）", key="wb_batch_model", max_chars=200)
+    model = keep("wb_batch_model", c2.text_input("モデル（空欄ならプロバイダーの既定）", value=kept("wb_batch_model", ""),
+                                                 key="wb_batch_model", max_chars=200))
     chain = c3.multiselect("方式", list(ALL_STRATEGIES), format_func=lambda s: STRATEGY_LABELS[s],
                            default=[m for m in query.methods if m in ALL_STRATEGIES],
                            placeholder="記録のまま", key="wb_batch_strategies", select_all=False)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from core import workbench as wb
 from ui import cache
+from ui.kept import forget, keep, kept
 from ui.safe import lines, plain
 from ui.session import identity, store
 
@@ -23,12 +24,15 @@ def _expectations(cid: str, flow: str, source: tuple) -> dict[str, Any]:
             expect[key] = value
     known = wb.known_expectations()
     if "message_contains" in known:
-        contains = st.text_input("応答に含まれるべき文字列（任意・「／」区切り）", key="wb_expect_contains", max_chars=500)
+        contains = keep("wb_expect_contains", st.text_input(  # typed text survives another tab (ui.kept)
+            "応答に含まれるべき文字列（任意・「／」区切り）", value=kept("wb_expect_contains", ""), key="wb_expect_contains",
+            max_chars=500))
         if contains.strip():
             expect["message_contains"] = [p.strip() for p in contains.split("／") if p.strip()]
     if flow == "knowledge" and "knowledge_contains" in known:
-        words = st.text_input("ナレッジのいずれかの項目に含まれるべき文字列（任意・「／」区切り）",
-                              key="wb_expect_knowledge_contains", max_chars=500)
+        words = keep("wb_expect_knowledge_contains", st.text_input(
+            "ナレッジのいずれかの項目に含まれるべき文字列（任意・「／」区切り）", value=kept("wb_expect_knowledge_contains", ""),
+            key="wb_expect_knowledge_contains", max_chars=500))
         if words.strip():
             expect["knowledge_contains"] = {"*": [w.strip() for w in words.split("／") if w.strip()]}
     return expect
@@ -68,6 +72,8 @@ def promote_tab(conversation: str, picked: dict[str, Any]) -> None:
         state.wb_promote_id = source
         for key in [k for k in list(state.keys()) if str(k).startswith("wb_expect_")] + ["wb_promote_name"]:
             state.pop(key, None)
+        for key in ("wb_expect_contains", "wb_expect_knowledge_contains"):
+            forget(key)
     cid = st.text_input("会話 ID", key="wb_promote_id", max_chars=80).strip()
     if not cid:
         st.info("シナリオにする会話の ID を入力してください（記録の「会話」列）。")

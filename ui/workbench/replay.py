@@ -12,6 +12,8 @@ from core.llm.strategies import ALL_STRATEGIES
 from core.prompts import load_prompt, prompt_names, prompt_version
 from core.store.prompt_versions import list_prompt_versions
 from core.text.jst import jst
+from ui import kept as kept_state
+from ui.kept import keep, kept
 from ui.safe import lines, plain, table
 from ui.session import identity, store
 from ui.sidebar import STRATEGY_LABELS
@@ -32,6 +34,10 @@ def open_replay(record_id: int) -> None:
     state.pop("wb_replay", None)
     for key in [*EDITOR_KEYS, *(k for k in list(state.keys()) if str(k).startswith(PROMPT_TEXT_PREFIX))]:
         state.pop(key, None)
+    for key in [k for k in list(state.keys()) if str(k).startswith(kept_state.PREFIX)]:
+        key = str(key)[len(kept_state.PREFIX):]
+        if key in EDITOR_KEYS or key.startswith(PROMPT_TEXT_PREFIX):
+            kept_state.forget(key)
 
 
 def _picked() -> None:
@@ -73,11 +79,15 @@ def save_prompt_section(record: dict[str, Any]) -> None:
     who = identity()
     names = prompt_names()
     default_name = record.get("prompt") if record.get("prompt") in names else names[0]
-    name = st.selectbox("プロンプトファイル", names, index=names.index(default_name), key="wb_prompt_name")
-    content = st.text_area(f"{name} の内容（テンプレート: {{{{…}}}} はそのまま残してください）",
-                           value=load_prompt(name), height=260, key=f"{PROMPT_TEXT_PREFIX}{name}")
+    default_name = kept("wb_prompt_name", default_name) if kept("wb_prompt_name") in names else default_name
+    name = keep("wb_prompt_name", st.selectbox("プロンプトファイル", names, index=names.index(default_name),
+                                               key="wb_prompt_name"))
+    text_key = f"{PROMPT_TEXT_PREFIX}{name}"
+    content = keep(text_key, st.text_area(f"{name} の内容（テンプレート: {{{{…}}}} はそのまま残してください）",
+                                          value=kept(text_key, load_prompt(name)), height=260, key=text_key))
     draft_replay(name, content)  # anyone may try the draft: nothing is saved
-    note = st.text_input("変更メモ", key="wb_prompt_note", max_chars=300)
+    note = keep("wb_prompt_note", st.text_input("変更メモ", value=kept("wb_prompt_note", ""), key="wb_prompt_note",
+                                                max_chars=300))
     sure = st.checkbox(f"{name} をすべてのレプリカで差し替えることを確認しました", key="wb_prompt_sure",
                        disabled=not who.can("prompt.write"))
     if st.button("💾 新しいバージョンとして保存", key="wb_prompt_save", disabled=not (who.can("prompt.write") and sure),
@@ -122,17 +132,20 @@ def replay_tab(shown_records: list[dict[str, Any]], selected_record: dict[str, A
     base = wb.base_messages(record)
     st.caption(f"判定に使うスキーマ: {wb.judge_for(record).source} · プロンプト: {record.get('prompt') or '—'}"
                f"（版 {record.get('prompt_version') or '記録なし'}）")
-    system = st.text_area("システムプロンプト", value=wb.system_prompt_of(base), height=220, key="wb_system")
-    user = st.text_area("ユーザー入力（最後のユーザーメッセージ）", value=wb.user_payload_of(base), height=160,
-                        key="wb_user")
+    system = keep("wb_system", st.text_area("システムプロンプト", value=kept("wb_system", wb.system_prompt_of(base)),
+                                            height=220, key="wb_system"))
+    user = keep("wb_user", st.text_area("ユーザー入力（最後のユーザーメッセージ）",
+                                        value=kept("wb_user", wb.user_payload_of(base)), height=160, key="wb_user"))
     c1, c2, c3 = st.columns(3)
-    temperature = c1.number_input("温度", 0.0, 2.0, float(record.get("temperature") or 0.2), 0.1,
-                                  key="wb_temperature")
+    temperature = keep("wb_temperature", c1.number_input(
+        "温度", 0.0, 2.0, kept("wb_temperature", float(record.get("temperature") or 0.2)), 0.1, key="wb_temperature"))
     client = state.llm_client
-    model = c2.text_input("モデル", value=getattr(client, "model", ""), key="wb_model", max_chars=200)
-    chain = c3.multiselect("方式（この順にフォールバック）", list(ALL_STRATEGIES),
-                           default=[s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES],
-                           format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies", select_all=False)
+    model = keep("wb_model", c2.text_input("モデル", value=kept("wb_model", getattr(client, "model", "")), key="wb_model",
+                                           max_chars=200))
+    chain = keep("wb_strategies", c3.multiselect(
+        "方式（この順にフォールバック）", list(ALL_STRATEGIES),
+        default=kept("wb_strategies", [s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES]),
+        format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies", select_all=False))
     st.caption(f"実行するプロバイダー: {getattr(client, 'name', '?')}（サイドバーで切り替えられます）")
     offline = getattr(client, "name", "") == "offline"
     if offline:

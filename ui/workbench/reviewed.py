@@ -10,6 +10,7 @@ import streamlit as st
 from core.prompts import load_prompt, version_of
 from core.review.replay import DRAFT_JA, draft_label, replay_reviewed
 from ui import safe
+from ui.kept import kept
 from ui.session import store
 
 PROMPT_TEXT_PREFIX = "wb_prompt_text_"  # the workbench's prompt editor (ui.workbench.replay), one key per prompt
@@ -23,9 +24,8 @@ def _show(rows: list[dict], prefix: str) -> None:
 
 def editor_draft() -> tuple[str, str] | None:
     """The prompt being edited in the workbench's editor when it differs from the text in use: ``(name, text)``."""
-    state = st.session_state
-    name = state.get("wb_prompt_name")
-    text = state.get(f"{PROMPT_TEXT_PREFIX}{name}") if name else None
+    name = kept("wb_prompt_name")  # the editor's tab may be closed (lazy tabs): its last values (ui.kept)
+    text = kept(f"{PROMPT_TEXT_PREFIX}{name}") if name else None
     if not name or not str(text or "").strip():
         return None
     try:
