@@ -462,8 +462,6 @@ class RollupsStore:
         lo, hi = day_bounds(day)
         rows = conn.execute(text(calls_sql("created_at >= :since AND created_at < :until") + aggregates_sql(False)),
                             {"since": lo, "until": hi, "unknown": UNKNOWN}).all()
-        for table in (t.rollup_tasks, t.rollup_methods, t.rollup_errors, t.rollup_latency):
-            conn.execute(delete(table).where(table.c.day == day))
         tasks: dict[tuple, dict[str, Any]] = {}
         series_errors: dict[tuple, int] = {}
         methods, errors, latency = [], [], {}
@@ -493,5 +491,22 @@ class RollupsStore:
                    for k, n in latency.items()]
         for table, values in ((t.rollup_tasks, list(tasks.values())), (t.rollup_methods, methods),
                               (t.rollup_errors, errors), (t.rollup_latency, buckets)):
-            if values:
-                conn.execute(insert(table), values)
+            _write_day(conn, table, day, values)
+
+
+def _write_day(conn: Any, table: Any, day: str, values: list[dict[str, Any]]) -> int:
+    """Make ``table``'s rows of ``day`` the rows ``values``, writing only the difference: a stored row that
+    is not among them is deleted, a row not stored yet is inserted (a row whose count moved is both), the
+    rest are left alone. One chat turn moves a few of a day's hundreds of rows (its series' counts, one
+    latency bucket), so a refresh writes a few rows instead of rewriting the day. Returns the rows written."""
+    columns = [c.name for c in table.columns if c.name != "id"]
+    stored = {tuple(row[1:]): row[0] for row in conn.execute(
+        select(table.c.id, *(table.c[c] for c in columns)).where(table.c.day == day))}
+    wanted = {tuple(value[c] for c in columns): value for value in values}
+    gone = [row_id for key, row_id in stored.items() if key not in wanted]
+    new = [value for key, value in wanted.items() if key not in stored]
+    for batch in _chunks(gone, 500):
+        conn.execute(delete(table).where(table.c.id.in_(batch)))
+    if new:
+        conn.execute(insert(table), new)
+    return len(gone) + len(new)

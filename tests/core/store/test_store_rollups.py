@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete, event, select
 
 from core.store import rollups
 from core.store import tables as t
@@ -116,6 +116,46 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
     store.refresh_rollups()
     assert rollup_rows(store) == kept and day_rows(store) == kept_days
     assert kept_days["rollup_tasks"] >= {("2025-06-10", "faq/answered", "openai", rollups.UNKNOWN, 2, 3, 1, 2, 1, 1)}
+
+
+def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
+    """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts or
+    deletes), and the rows kept equal a recount of everything."""
+    for i in range(12):  # one day, several series, methods, outcomes and latency buckets
+        cid = store.create_conversation("faq", operator)
+        store.add_debug_record({**record(cid, latency=100.0 + 40 * i, provider=("openai", "offline")[i % 2],
+                                         outcome=("ok", "schema_error")[i % 3 == 0]), "step": f"s{i % 3}"}, operator)
+    store.refresh_rollups()
+    stored = sum(map(len, day_rows(store).values()))
+    assert stored >= 20
+    written: list[tuple[str, int]] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        words = statement.split()
+        if words[0] in ("INSERT", "DELETE") and any(w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors",
+                                                                   "rollup_latency")) for w in words[:4]):
+            rows = len(parameters) if executemany else 1
+            if words[0] == "DELETE":
+                rows = cursor.rowcount
+            written.append((words[0], rows))
+
+    cid = store.create_conversation("faq", operator)
+    store.add_debug_record({**record(cid, latency=140.0, provider="offline"), "step": "s1"}, operator)  # like #1
+    event.listen(store._writer, "after_cursor_execute", count)
+    try:
+        assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+    finally:
+        event.remove(store._writer, "after_cursor_execute", count)
+    inserted = sum(n for kind, n in written if kind == "INSERT")
+    deleted = sum(n for kind, n in written if kind == "DELETE")
+    assert (inserted, deleted) == (3, 3)  # the series' tasks row, its method row, one latency bucket moved
+    kept_days = day_rows(store)
+    with store._write() as conn:
+        for name in rollups.ROLLUP_TABLES:
+            conn.execute(delete(t.metadata.tables[name]))
+        rollups.mark_everything(conn)
+    store.refresh_rollups()
+    assert day_rows(store) == kept_days
 
 
 def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, operator):
