@@ -27,6 +27,7 @@ task is one provider's calls within one Japan day.
 from __future__ import annotations
 
 import math
+from itertools import zip_longest
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
 
@@ -405,22 +406,25 @@ class RollupsStore:
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
         today = datetime.now(DAY_TZ).date()
-        for batch in _chunks(conversations, BATCH):
-            with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
-                conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(batch)))
-                old = self._created_before(conn, batch, day_bounds(settled_before("conversations", today))[0])
-                self._recount_conversations(conn, batch)
-                self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
+        batches = list(zip_longest(_chunks(conversations, BATCH), _chunks(dates, DAYS_PER_BATCH), fillvalue=[]))
         days = 0
-        for batch in _chunks(dates, DAYS_PER_BATCH):
-            with self._write() as conn:
-                conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(batch)))
-                recounted = japan_days(batch)
-                for day in recounted:
-                    self._recount_day(conn, day)
-                    days += 1
-                settled = recounted and recounted[0] < settled_before("calls", today)
-                self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
+        for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
+            with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
+                if ids:
+                    conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(ids)))
+                if marked:
+                    conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(marked)))
+                if ids:
+                    old = self._created_before(conn, ids, day_bounds(settled_before("conversations", today))[0])
+                    self._recount_conversations(conn, ids)
+                    self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
+                if marked:
+                    recounted = japan_days(marked)
+                    for day in recounted:
+                        self._recount_day(conn, day)
+                        days += 1
+                    settled = recounted and recounted[0] < settled_before("calls", today)
+                    self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
         return {"conversations": len(conversations), "days": days}
 
     @staticmethod

@@ -120,7 +120,8 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
 
 def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts or
-    deletes), and the rows kept equal a recount of everything."""
+    deletes), a chat turn's conversation and day are recounted in one transaction, and the rows kept equal a
+    recount of everything."""
     for i in range(12):  # one day, several series, methods, outcomes and latency buckets
         cid = store.create_conversation("faq", operator)
         store.add_debug_record({**record(cid, latency=100.0 + 40 * i, provider=("openai", "offline")[i % 2],
@@ -141,11 +142,14 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
 
     cid = store.create_conversation("faq", operator)
     store.add_debug_record({**record(cid, latency=140.0, provider="offline"), "step": "s1"}, operator)  # like #1
+    commits: list[int] = []
     event.listen(store._writer, "after_cursor_execute", count)
+    event.listen(store._writer, "commit", lambda conn: commits.append(1))
     try:
         assert store.refresh_rollups() == {"conversations": 1, "days": 1}
     finally:
         event.remove(store._writer, "after_cursor_execute", count)
+    assert len(commits) == 1  # the conversation and its day in one transaction
     inserted = sum(n for kind, n in written if kind == "INSERT")
     deleted = sum(n for kind, n in written if kind == "DELETE")
     assert (inserted, deleted) == (3, 3)  # the series' tasks row, its method row, one latency bucket moved
