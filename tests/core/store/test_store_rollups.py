@@ -162,6 +162,62 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     assert day_rows(store) == kept_days
 
 
+def recount_everything(store) -> dict[str, set]:
+    with store._write() as conn:
+        for name in rollups.ROLLUP_TABLES:
+            conn.execute(delete(t.metadata.tables[name]))
+        rollups.mark_everything(conn)
+    store.refresh_rollups()
+    return day_rows(store)
+
+
+def test_an_inserted_record_is_added_to_its_day_from_its_conversations_calls_alone(store, operator):
+    """A refresh after records were inserted counts only their conversations' calls of the day (with and
+    without them) and adds the difference (counted: the statements that read calls, and what they are
+    given); repairs joining a task counted earlier, failed calls of a series that started no task, records
+    without a conversation, several records at once and a deleted record all end equal to a recount of the
+    whole day."""
+    others = [store.create_conversation("faq", operator) for _ in range(3)]
+    for i, cid in enumerate(others):  # the day already holds other conversations' calls
+        store.add_debug_record(record(cid, latency=200.0 + i), operator)
+    store.refresh_rollups()
+    cid = store.create_conversation("faq", operator)
+    store.add_debug_record(record(cid, outcome="schema_error"), operator)
+    store.refresh_rollups()
+    statements: list[tuple[str, dict]] = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        if "WITH calls AS" in statement:
+            statements.append((statement, context.compiled_parameters[0] if context.compiled else {}))
+
+    event.listen(store._writer, "before_cursor_execute", seen)
+    try:
+        store.add_debug_record(record(cid, attempt=2, latency=900.0), operator)  # the repair: same task
+        assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+    finally:
+        event.remove(store._writer, "before_cursor_execute", seen)
+    assert len(statements) == 2  # without and with the record, each its conversation's calls only
+    assert all([v for k, v in p.items() if k.startswith("conversations")] == [cid] for _, p in statements)
+    assert day_rows(store) == recount_everything(store)
+    tasks = {r[1:4]: r[4:] for r in day_rows(store)["rollup_tasks"]}
+    assert tasks[("faq/answered", "openai", rollups.UNKNOWN)] == (4, 5, 3, 4, 1, 1)
+
+    store.add_debug_record({**record(cid, attempt=2, outcome="parse_error"), "prompt_version": "v9"}, operator)
+    store.add_debug_record(record(None, latency=50.0), operator)
+    store.add_debug_record(record(others[0], latency=75.0), operator)
+    store.refresh_rollups()
+    kept = day_rows(store)
+    tasks = {r[1:4]: r[4:] for r in kept["rollup_tasks"]}
+    assert tasks[("faq/answered", "openai", "v9")] == (0, 0, 0, 0, 0, 1)  # failed calls, no task: not shown
+    assert kept == recount_everything(store)
+
+    with store._write() as conn:  # a deleted record marks its day without a record: the day is recounted
+        conn.execute(delete(t.debug_records).where(t.debug_records.c.conversation_id == others[1]))
+    store.add_debug_record(record(others[2], latency=80.0), operator)
+    store.refresh_rollups()
+    assert day_rows(store) == recount_everything(store)
+
+
 def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, operator):
     """The refresh deletes its marks before it reads: a turn written meanwhile (PostgreSQL: at once; SQLite:
     queued behind the refresh's transaction) leaves its own mark, and the next refresh counts it."""
