@@ -131,7 +131,7 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     assert stored >= 20
     written: list[tuple[str, int]] = []
 
-    def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+    def count(conn, cursor, statement, parameters, context, executemany):
         words = statement.split()
         if words[0] in ("INSERT", "DELETE") and any(w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors",
                                                                    "rollup_latency")) for w in words[:4]):
@@ -186,7 +186,7 @@ def test_an_inserted_record_is_added_to_its_day_from_its_conversations_calls_alo
     store.refresh_rollups()
     statements: list[tuple[str, dict]] = []
 
-    def seen(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+    def seen(conn, cursor, statement, parameters, context, executemany):
         if "WITH calls AS" in statement:
             statements.append((statement, context.compiled_parameters[0] if context.compiled else {}))
 
