@@ -19,6 +19,11 @@ reads: a write that commits later leaves its mark for the next refresh, so nothi
 processes (READ COMMITTED on PostgreSQL: a mark the delete saw was committed, so the reads after it see its
 data). ``rollup_versions`` is bumped when a refresh changed something: 分析's caches are keyed by it.
 
+An inserted debug record's day mark names the record (``record_id``, 0010): a day whose marks are all such
+inserts is not recounted; the records' conversations' calls of that day are counted without and with them and
+the difference is added (:meth:`RollupsStore._add_records`), so a chat turn's refresh costs its conversation's
+calls, not its day's. A day's rows are written as a difference (rows whose counts did not move are left).
+
 A conversation's rows are computed by the same SQL 分析 ran over the period before (now per conversation);
 a day's model calls by the same window functions, over that day only. Differences from reading the period
 whole: a conversation whose turns name no provider takes it from its first debug record (of any day), and a
@@ -449,7 +454,7 @@ class RollupsStore:
                     recount, added = _plan(taken)
                     recounted = sorted(set(recount) | set(added))
                     for day in recounted:
-                        if day in recount:
+                        if day in recount or len(added[day]) > ADD_LIMIT:
                             self._recount_day(conn, day)
                         else:
                             self._add_records(conn, day, added[day])
@@ -522,6 +527,7 @@ class RollupsStore:
         _write_counts(conn, day, counts)
 
 
+ADD_LIMIT = 500  # more inserted records than this on one day: recounting the day is as cheap (and one statement)
 CALLS_LOCK = 0x6B61697761  # PostgreSQL advisory lock key of the model calls' refresh ("kaiwa")
 PENDING = ("created_at >= :since AND created_at < :until AND id NOT IN "
            "(SELECT record_id FROM rollup_dirty WHERE record_id IS NOT NULL)")
