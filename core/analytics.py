@@ -235,8 +235,11 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
     series = ", ".join(QUALITY_KEYS)
-    hourly = _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where}", params,
-                    bool(providers))
+    # a day's row of 0 tasks holds failed calls of a series that started no task that day: not shown
+    sums = ", ".join(f"SUM({c}) AS {c}" if c != "error_calls" else
+                     "SUM(CASE WHEN tasks > 0 THEN error_calls ELSE 0 END) AS error_calls" for c in CALL_SUMS)
+    hourly = _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where} AND tasks > 0",
+                    params, bool(providers))
     hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
     hourly = (hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
               .astype({"tasks": int, "first_try_valid": int}))
@@ -245,8 +248,8 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
     errors = _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
                           "GROUP BY error_type", params, bool(providers))
     return {
-        "sums": _rows(conn, f"SELECT {series}, {', '.join(f'SUM({c}) AS {c}' for c in CALL_SUMS)} FROM rollup_tasks "
-                            f"WHERE {where} GROUP BY {series}", params, bool(providers)),
+        "sums": _rows(conn, f"SELECT {series}, {sums} FROM rollup_tasks WHERE {where} GROUP BY {series} "
+                            "HAVING SUM(tasks) > 0", params, bool(providers)),
         "latency": _rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
                                f"GROUP BY {series}, bucket", params, bool(providers)),
         "hourly": hourly,
@@ -496,7 +499,7 @@ def provider_options(store: Store, since: str | date | datetime | None = None,
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     first, last = _japan_day(lo), _japan_day(hi)
     days = " AND ".join(["1 = 1"] + (["day >= :first"] if first else []) + (["day < :last"] if last else []))
-    calls = (f"SELECT DISTINCT provider FROM rollup_tasks WHERE {days}"
+    calls = (f"SELECT DISTINCT provider FROM rollup_tasks WHERE tasks > 0 AND {days}"
              if (lo is None or first) and (hi is None or last) else
              "SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records "
              f"WHERE {_range('created_at', lo, hi)}")

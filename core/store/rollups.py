@@ -19,6 +19,11 @@ reads: a write that commits later leaves its mark for the next refresh, so nothi
 processes (READ COMMITTED on PostgreSQL: a mark the delete saw was committed, so the reads after it see its
 data). ``rollup_versions`` is bumped when a refresh changed something: 分析's caches are keyed by it.
 
+An inserted debug record's day mark names the record (``record_id``, 0010): a day whose marks are all such
+inserts is not recounted; the records' conversations' calls of that day are counted without and with them and
+the difference is added (:meth:`RollupsStore._add_records`), so a chat turn's refresh costs its conversation's
+calls, not its day's. A day's rows are written as a difference (rows whose counts did not move are left).
+
 A conversation's rows are computed by the same SQL 分析 ran over the period before (now per conversation);
 a day's model calls by the same window functions, over that day only. Differences from reading the period
 whole: a conversation whose turns name no provider takes it from its first debug record (of any day), and a
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime, time, timedelta, timezone
+from itertools import zip_longest
 from typing import Any, Iterable
 
 from sqlalchemy import bindparam, delete, insert, select, text, update
@@ -288,6 +294,19 @@ _SQLITE_STORED = ("'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][
                   "+00:00'")  # GLOB: the whole value
 
 
+def _stored(row: str, dialect: str) -> str:
+    """Whether ``row``'s ``created_at`` is a stored timestamp (SQL)."""
+    at = f"{row}.created_at"
+    return (f"{at} GLOB {_SQLITE_STORED}" if dialect == "sqlite" else
+            f"{at} ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}[.][0-9]{{3}}[+]00:00$'")
+
+
+def record_mark(dialect: str) -> str:
+    """The SQL of an inserted debug record's ``record_id`` mark (0010): its id when its day mark is a Japan
+    day (the refresh then adds what the record changed to that day), else NULL (the day is recounted)."""
+    return f"CASE WHEN {_stored('NEW', dialect)} THEN NEW.id END"
+
+
 def day_mark(row: str, dialect: str, exact: bool = True) -> str:
     """The SQL of a debug record's day mark (``row``: ``NEW`` / ``OLD``): its Japan day (``YYYYMMDDa`` /
     ``YYYYMMDDb``) when ``created_at`` is a stored timestamp, else its UTC date (``exact=False``: always)."""
@@ -295,16 +314,21 @@ def day_mark(row: str, dialect: str, exact: bool = True) -> str:
     utc_date = f"substr({at}, 1, 10)"
     if not exact:
         return utc_date
-    stored = (f"{at} GLOB {_SQLITE_STORED}" if dialect == "sqlite" else
-              f"{at} ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}[.][0-9]{{3}}[+]00:00$'")
+    stored = _stored(row, dialect)
     japan = (f"substr({at}, 1, 4) || substr({at}, 6, 2) || substr({at}, 9, 2) || "
              f"CASE WHEN substr({at}, 12, 2) >= '15' THEN 'b' ELSE 'a' END")
     return f"CASE WHEN {stored} THEN {japan} ELSE {utc_date} END"
 
 
-def _pg_function(exact: bool = True) -> str:
-    return _PG_FUNCTION.replace("{OLD}", day_mark("OLD", "postgresql", exact)).replace(
-        "{NEW}", day_mark("NEW", "postgresql", exact))
+def _pg_function(exact: bool = True, record_ids: bool = True) -> str:
+    body = _PG_FUNCTION
+    if record_ids:
+        body = body.replace(
+            "INSERT INTO rollup_dirty(conversation_id, day) VALUES (NEW.conversation_id, NULL), (NULL, {NEW});",
+            "INSERT INTO rollup_dirty(conversation_id, day, record_id) VALUES (NEW.conversation_id, NULL, NULL), "
+            "(NULL, {NEW}, CASE WHEN TG_OP = 'INSERT' THEN {NEWID} END);")
+    return body.replace("{OLD}", day_mark("OLD", "postgresql", exact)).replace(
+        "{NEW}", day_mark("NEW", "postgresql", exact)).replace("{NEWID}", record_mark("postgresql"))
 
 
 _PG_FUNCTION = """
@@ -326,16 +350,22 @@ BEGIN
 END $$"""
 
 
-def create(conn: Any, exact_days: bool = True) -> None:
+def create(conn: Any, exact_days: bool = True, record_ids: bool = True) -> None:
     """The log's triggers for this connection's engine (the migration; :func:`ensure` after one that copies
-    a table) and the version rows. ``exact_days=False``: a debug record marks its UTC date (before 0009)."""
+    a table) and the version rows. ``exact_days=False``: a debug record marks its UTC date (before 0009);
+    ``record_ids=False``: an inserted record's day mark does not name the record (before 0010)."""
     dialect = conn.dialect.name
     for name in ("conversations", "calls"):
         if conn.execute(select(t.rollup_versions.c.name).where(t.rollup_versions.c.name == name)).first() is None:
             conn.execute(insert(t.rollup_versions).values(name=name, value=0))
     if dialect == "sqlite":
         for name, table, event, conversation, row in _SQLITE_TRIGGERS:
-            if row:
+            if row and record_ids:
+                record = record_mark(dialect) if event == "INSERT" else "NULL"
+                body = (f"INSERT INTO rollup_dirty(conversation_id, day, record_id) VALUES ({conversation}, NULL, "
+                        f"NULL), (NULL, {day_mark(row, dialect, exact_days)}, {record});")
+                guard = ""
+            elif row:
                 body = (f"INSERT INTO rollup_dirty(conversation_id, day) VALUES ({conversation}, NULL), "
                         f"(NULL, {day_mark(row, dialect, exact_days)});")
                 guard = ""
@@ -345,7 +375,7 @@ def create(conn: Any, exact_days: bool = True) -> None:
             conn.exec_driver_sql(f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table}{guard} "
                                  f"BEGIN {body} END")
     elif dialect == "postgresql":
-        conn.exec_driver_sql(_pg_function(exact_days))
+        conn.exec_driver_sql(_pg_function(exact_days, record_ids))
         for table, events in _PG_EVENTS.items():
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS rollup_{table} ON {table}")
             conn.exec_driver_sql(f"CREATE TRIGGER rollup_{table} AFTER {events} ON {table} "
@@ -405,22 +435,32 @@ class RollupsStore:
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
         today = datetime.now(DAY_TZ).date()
-        for batch in _chunks(conversations, BATCH):
-            with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
-                conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(batch)))
-                old = self._created_before(conn, batch, day_bounds(settled_before("conversations", today))[0])
-                self._recount_conversations(conn, batch)
-                self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
+        batches = list(zip_longest(_chunks(conversations, BATCH), _chunks(dates, DAYS_PER_BATCH), fillvalue=[]))
         days = 0
-        for batch in _chunks(dates, DAYS_PER_BATCH):
-            with self._write() as conn:
-                conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(batch)))
-                recounted = japan_days(batch)
-                for day in recounted:
-                    self._recount_day(conn, day)
-                    days += 1
-                settled = recounted and recounted[0] < settled_before("calls", today)
-                self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
+        for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
+            with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
+                if ids:
+                    conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(ids)))
+                if marked:
+                    if self.dialect == "postgresql":  # one refresh of the model calls at a time (see _add_records)
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
+                    taken = conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(marked))
+                                         .returning(t.rollup_dirty.c.day, t.rollup_dirty.c.record_id)).all()
+                if ids:
+                    old = self._created_before(conn, ids, day_bounds(settled_before("conversations", today))[0])
+                    self._recount_conversations(conn, ids)
+                    self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
+                if marked:
+                    recount, added = _plan(taken)
+                    recounted = sorted(set(recount) | set(added))
+                    for day in recounted:
+                        if day in recount or len(added[day]) > ADD_LIMIT:
+                            self._recount_day(conn, day)
+                        else:
+                            self._add_records(conn, day, added[day])
+                        days += 1
+                    settled = recounted and recounted[0] < settled_before("calls", today)
+                    self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
         return {"conversations": len(conversations), "days": days}
 
     @staticmethod
@@ -459,39 +499,135 @@ class RollupsStore:
             conn.execute(insert(t.rollup_faq), [dict(r) for r in faq])
 
     def _recount_day(self, conn: Any, day: str) -> None:
-        lo, hi = day_bounds(day)
-        rows = conn.execute(text(calls_sql("created_at >= :since AND created_at < :until") + aggregates_sql(False)),
-                            {"since": lo, "until": hi, "unknown": UNKNOWN}).all()
-        for table in (t.rollup_tasks, t.rollup_methods, t.rollup_errors, t.rollup_latency):
-            conn.execute(delete(table).where(table.c.day == day))
-        tasks: dict[tuple, dict[str, Any]] = {}
-        series_errors: dict[tuple, int] = {}
-        methods, errors, latency = [], [], {}
-        for r in (row._mapping for row in rows if row[0] != "latency"):
-            series = (r["task"], r["provider"], r["prompt_version"])
-            if r["kind"] == "task":
-                tasks[series] = {"day": day, "task": r["task"], "provider": r["provider"],
-                                 "prompt_version": r["prompt_version"], "tasks": int(r["tasks"]),
-                                 "calls": int(r["calls"]), "first_try_valid": int(r["first_try_valid"]),
-                                 "valid": int(r["valid"]), "repairs": int(r["repairs"] or 0), "error_calls": 0}
-            elif r["kind"] == "series_errors":
-                series_errors[series] = int(r["calls"])
-            elif r["kind"] == "method":
-                methods.append({"day": day, "task": r["task"], "provider": r["provider"], "method": r["method"],
-                                "tasks": int(r["tasks"])})
-            elif r["kind"] == "error":
-                errors.append({"day": day, "provider": r["provider"], "error_type": r["method"],
-                               "calls": int(r["calls"])})
-        for kind, _, task, provider, version, *_, ms in rows:  # one row per call: plain tuples
-            if kind == "latency":
-                key = (task, provider, version, latency_bucket(ms))
-                latency[key] = latency.get(key, 0) + 1
-        for series, n in series_errors.items():
-            if series in tasks:  # failed calls of a series that started no task are not shown (as before)
-                tasks[series]["error_calls"] = n
-        buckets = [{"day": day, "task": k[0], "provider": k[1], "prompt_version": k[2], "bucket": k[3], "calls": n}
-                   for k, n in latency.items()]
-        for table, values in ((t.rollup_tasks, list(tasks.values())), (t.rollup_methods, methods),
-                              (t.rollup_errors, errors), (t.rollup_latency, buckets)):
-            if values:
-                conn.execute(insert(table), values)
+        """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
+        added by the refresh that takes its mark: :meth:`_add_records`)."""
+        counts = _day_counts(conn, day, PENDING)
+        _write_counts(conn, day, counts)
+
+    def _add_records(self, conn: Any, day: str, records: set[int]) -> None:
+        """Add the inserted debug records ``records`` (their marks taken by this refresh) to ``day``'s rollups:
+        their conversations' calls of that day counted without them and with them (a task groups a
+        conversation's calls), the difference added to the stored rows. Cost: those conversations' calls,
+        not the day's. The stored rows are the day's calls but the still-marked inserts (:meth:`_recount_day`
+        counts so too); PostgreSQL: one refresh of the calls at a time (an advisory lock), both counts read
+        in one statement each, a still-marked insert left out of both."""
+        conversations = sorted({conversation or "" for conversation, in conn.execute(
+            select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(sorted(records))))})
+        if not conversations:
+            return  # deleted since (their delete marked the day: it is recounted)
+        where = PENDING + " AND COALESCE(conversation_id, '') IN :conversations"
+        before = _day_counts(conn, day, where + " AND id NOT IN :records", conversations, sorted(records))
+        after = _day_counts(conn, day, where, conversations)
+        counts = _stored_counts(conn, day)
+        for name, stored in counts.items():
+            for key in set(after[name]) | set(before[name]):
+                now, then = after[name].get(key), before[name].get(key)
+                zero = _zero(now or then)
+                stored[key] = _plus(stored.get(key, zero), now or zero, then or zero, -1)
+        _write_counts(conn, day, counts)
+
+
+ADD_LIMIT = 500  # more inserted records than this on one day: recounting the day is as cheap (and one statement)
+CALLS_LOCK = 0x6B61697761  # PostgreSQL advisory lock key of the model calls' refresh ("kaiwa")
+PENDING = ("created_at >= :since AND created_at < :until AND id NOT IN "
+           "(SELECT record_id FROM rollup_dirty WHERE record_id IS NOT NULL)")
+_COUNTED = {"tasks": ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls"),
+            "methods": ("tasks",), "errors": ("calls",), "latency": ("calls",)}
+_TABLES = {"tasks": t.rollup_tasks, "methods": t.rollup_methods, "errors": t.rollup_errors,
+           "latency": t.rollup_latency}
+_KEYS = {"tasks": ("task", "provider", "prompt_version"), "methods": ("task", "provider", "method"),
+         "errors": ("provider", "error_type"), "latency": ("task", "provider", "prompt_version", "bucket")}
+
+
+def _zero(value: tuple) -> tuple:
+    return (0,) * len(value)
+
+
+def _plus(a: tuple, b: tuple, c: tuple, sign: int) -> tuple:
+    """``a + b + sign * c``, element by element."""
+    return tuple(x + y + sign * z for x, y, z in zip(a, b, c))
+
+
+def _plan(taken: Iterable[tuple[str, int | None]]) -> tuple[set[str], dict[str, set[int]]]:
+    """The Japan days to recount (a mark without a record: an update, a delete, an odd time) and, for the
+    other days, the inserted records to add (``_add_records``)."""
+    recount: set[str] = set()
+    added: dict[str, set[int]] = {}
+    for mark, record in taken:
+        if record is None:
+            recount.update(japan_days([mark]))
+        else:
+            for day in japan_days([mark]):
+                added.setdefault(day, set()).add(int(record))
+    return recount, {day: records for day, records in added.items() if day not in recount}
+
+
+def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None = None,
+                records: list[int] | None = None) -> dict[str, dict[tuple, tuple]]:
+    """The model calls of ``day`` that ``where`` selects, counted as the day rollups hold them: per table
+    (``_KEYS``) a key → counts (``_COUNTED``). A series' failed calls are kept even when it started no task
+    that day (a row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
+    lo, hi = day_bounds(day)
+    params: dict[str, Any] = {"since": lo, "until": hi, "unknown": UNKNOWN}
+    statement = text(calls_sql(where) + aggregates_sql(False))
+    if conversations is not None:
+        params["conversations"] = conversations
+        statement = statement.bindparams(bindparam("conversations", expanding=True))
+    if records is not None:
+        params["records"] = records
+        statement = statement.bindparams(bindparam("records", expanding=True))
+    counts: dict[str, dict[tuple, tuple]] = {name: {} for name in _KEYS}
+    errors: dict[tuple, int] = {}
+    for kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms in conn.execute(
+            statement, params):
+        if kind == "task":
+            counts["tasks"][(task, provider, version)] = (
+                int(tasks), int(calls), int(first), int(valid), int(repairs or 0), 0)
+        elif kind == "series_errors":
+            errors[(task, provider, version)] = int(calls)
+        elif kind == "method":
+            counts["methods"][(task, provider, method)] = (int(tasks),)
+        elif kind == "error":
+            counts["errors"][(provider, method)] = (int(calls),)
+        elif kind == "latency":
+            key = (task, provider, version, latency_bucket(ms))
+            counts["latency"][key] = (counts["latency"].get(key, (0,))[0] + 1,)
+    for series, n in errors.items():
+        counts["tasks"][series] = counts["tasks"].get(series, (0, 0, 0, 0, 0, 0))[:5] + (n,)
+    return counts
+
+
+def _stored_counts(conn: Any, day: str) -> dict[str, dict[tuple, tuple]]:
+    """The day rollups of ``day`` as :func:`_day_counts` gives them."""
+    counts: dict[str, dict[tuple, tuple]] = {}
+    for name, table in _TABLES.items():
+        keys, counted = _KEYS[name], _COUNTED[name]
+        counts[name] = {tuple(row[:len(keys)]): tuple(int(v) for v in row[len(keys):]) for row in conn.execute(
+            select(*(table.c[c] for c in keys + counted)).where(table.c.day == day))}
+    return counts
+
+
+def _write_counts(conn: Any, day: str, counts: dict[str, dict[tuple, tuple]]) -> None:
+    """Store ``counts`` (:func:`_day_counts`) as ``day``'s rollups; a key counted nothing is no row."""
+    for name, table in _TABLES.items():
+        keys, counted = _KEYS[name], _COUNTED[name]
+        _write_day(conn, table, day, [{"day": day, **dict(zip(keys, key)), **dict(zip(counted, value))}
+                                      for key, value in counts[name].items() if any(value)])
+
+
+def _write_day(conn: Any, table: Any, day: str, values: list[dict[str, Any]]) -> int:
+    """Make ``table``'s rows of ``day`` the rows ``values``, writing only the difference: a stored row that
+    is not among them is deleted, a row not stored yet is inserted (a row whose count moved is both), the
+    rest are left alone. One chat turn moves a few of a day's hundreds of rows (its series' counts, one
+    latency bucket), so a refresh writes a few rows instead of rewriting the day. Returns the rows written."""
+    columns = [c.name for c in table.columns if c.name != "id"]
+    stored = {tuple(row[1:]): row[0] for row in conn.execute(
+        select(table.c.id, *(table.c[c] for c in columns)).where(table.c.day == day))}
+    wanted = {tuple(value[c] for c in columns): value for value in values}
+    gone = [row_id for key, row_id in stored.items() if key not in wanted]
+    new = [value for key, value in wanted.items() if key not in stored]
+    for batch in _chunks(gone, 500):
+        conn.execute(delete(table).where(table.c.id.in_(batch)))
+    if new:
+        conn.execute(insert(table), new)
+    return len(gone) + len(new)

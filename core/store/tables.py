@@ -242,6 +242,7 @@ rollup_dirty = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("conversation_id", String(80), nullable=True),  # a conversation whose figures may have changed
     Column("day", String(10), nullable=True),              # a Japan day (YYYY-MM-DD) whose model calls changed
+    Column("record_id", Integer, nullable=True),  # with a day: the debug record inserted (its calls are added), 0010
 )
 rollup_conversations = Table(  # one row per conversation: what 分析 shows of it (core.analytics.Frames.conversations)
     "rollup_conversations", metadata,

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete, event, select
 
 from core.store import rollups
 from core.store import tables as t
@@ -116,6 +116,106 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
     store.refresh_rollups()
     assert rollup_rows(store) == kept and day_rows(store) == kept_days
     assert kept_days["rollup_tasks"] >= {("2025-06-10", "faq/answered", "openai", rollups.UNKNOWN, 2, 3, 1, 2, 1, 1)}
+
+
+def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
+    """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts or
+    deletes), a chat turn's conversation and day are recounted in one transaction, and the rows kept equal a
+    recount of everything."""
+    for i in range(12):  # one day, several series, methods, outcomes and latency buckets
+        cid = store.create_conversation("faq", operator)
+        store.add_debug_record({**record(cid, latency=100.0 + 40 * i, provider=("openai", "offline")[i % 2],
+                                         outcome=("ok", "schema_error")[i % 3 == 0]), "step": f"s{i % 3}"}, operator)
+    store.refresh_rollups()
+    stored = sum(map(len, day_rows(store).values()))
+    assert stored >= 20
+    written: list[tuple[str, int]] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        words = statement.split()
+        if words[0] in ("INSERT", "DELETE") and any(w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors",
+                                                                   "rollup_latency")) for w in words[:4]):
+            rows = len(parameters) if executemany else 1
+            if words[0] == "DELETE":
+                rows = cursor.rowcount
+            written.append((words[0], rows))
+
+    cid = store.create_conversation("faq", operator)
+    store.add_debug_record({**record(cid, latency=140.0, provider="offline"), "step": "s1"}, operator)  # like #1
+    commits: list[int] = []
+    event.listen(store._writer, "after_cursor_execute", count)
+    event.listen(store._writer, "commit", lambda conn: commits.append(1))
+    try:
+        assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+    finally:
+        event.remove(store._writer, "after_cursor_execute", count)
+    assert len(commits) == 1  # the conversation and its day in one transaction
+    inserted = sum(n for kind, n in written if kind == "INSERT")
+    deleted = sum(n for kind, n in written if kind == "DELETE")
+    assert (inserted, deleted) == (3, 3)  # the series' tasks row, its method row, one latency bucket moved
+    kept_days = day_rows(store)
+    with store._write() as conn:
+        for name in rollups.ROLLUP_TABLES:
+            conn.execute(delete(t.metadata.tables[name]))
+        rollups.mark_everything(conn)
+    store.refresh_rollups()
+    assert day_rows(store) == kept_days
+
+
+def recount_everything(store) -> dict[str, set]:
+    with store._write() as conn:
+        for name in rollups.ROLLUP_TABLES:
+            conn.execute(delete(t.metadata.tables[name]))
+        rollups.mark_everything(conn)
+    store.refresh_rollups()
+    return day_rows(store)
+
+
+def test_an_inserted_record_is_added_to_its_day_from_its_conversations_calls_alone(store, operator):
+    """A refresh after records were inserted counts only their conversations' calls of the day (with and
+    without them) and adds the difference (counted: the statements that read calls, and what they are
+    given); repairs joining a task counted earlier, failed calls of a series that started no task, records
+    without a conversation, several records at once and a deleted record all end equal to a recount of the
+    whole day."""
+    others = [store.create_conversation("faq", operator) for _ in range(3)]
+    for i, cid in enumerate(others):  # the day already holds other conversations' calls
+        store.add_debug_record(record(cid, latency=200.0 + i), operator)
+    store.refresh_rollups()
+    cid = store.create_conversation("faq", operator)
+    store.add_debug_record(record(cid, outcome="schema_error"), operator)
+    store.refresh_rollups()
+    statements: list[tuple[str, dict]] = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):
+        if "WITH calls AS" in statement:
+            statements.append((statement, context.compiled_parameters[0] if context.compiled else {}))
+
+    event.listen(store._writer, "before_cursor_execute", seen)
+    try:
+        store.add_debug_record(record(cid, attempt=2, latency=900.0), operator)  # the repair: same task
+        assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+    finally:
+        event.remove(store._writer, "before_cursor_execute", seen)
+    assert len(statements) == 2  # without and with the record, each its conversation's calls only
+    assert all([v for k, v in p.items() if k.startswith("conversations")] == [cid] for _, p in statements)
+    assert day_rows(store) == recount_everything(store)
+    tasks = {r[1:4]: r[4:] for r in day_rows(store)["rollup_tasks"]}
+    assert tasks[("faq/answered", "openai", rollups.UNKNOWN)] == (4, 5, 3, 4, 1, 1)
+
+    store.add_debug_record({**record(cid, attempt=2, outcome="parse_error"), "prompt_version": "v9"}, operator)
+    store.add_debug_record(record(None, latency=50.0), operator)
+    store.add_debug_record(record(others[0], latency=75.0), operator)
+    store.refresh_rollups()
+    kept = day_rows(store)
+    tasks = {r[1:4]: r[4:] for r in kept["rollup_tasks"]}
+    assert tasks[("faq/answered", "openai", "v9")] == (0, 0, 0, 0, 0, 1)  # failed calls, no task: not shown
+    assert kept == recount_everything(store)
+
+    with store._write() as conn:  # a deleted record marks its day without a record: the day is recounted
+        conn.execute(delete(t.debug_records).where(t.debug_records.c.conversation_id == others[1]))
+    store.add_debug_record(record(others[2], latency=80.0), operator)
+    store.refresh_rollups()
+    assert day_rows(store) == recount_everything(store)
 
 
 def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, operator):

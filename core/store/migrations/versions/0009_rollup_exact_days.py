@@ -19,13 +19,13 @@ depends_on = None
 def upgrade() -> None:
     conn = op.get_bind()
     rollups.drop(conn)
-    rollups.create(conn)
+    rollups.create(conn, record_ids=False)
 
 
 def downgrade() -> None:
     conn = op.get_bind()
     rollups.drop(conn)
-    rollups.create(conn, exact_days=False)
+    rollups.create(conn, exact_days=False, record_ids=False)
     # a Japan-day mark as the UTC date it was made on (the older code recounts that date's two Japan days)
     conn.exec_driver_sql("UPDATE rollup_dirty SET day = substr(day, 1, 4) || '-' || substr(day, 5, 2) || '-' || "
                          "substr(day, 7, 2) WHERE length(day) = 9")
