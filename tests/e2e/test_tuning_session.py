@@ -82,3 +82,7 @@ def test_open_a_failed_call_edit_the_prompt_replay_and_promote(new_browser, serv
     [result] = run_files([path])
     assert result.passed, result.failures
     assert result.flow == "faq" and result.name == f"faq {cid}"
+
+    # the tabs are lazy (only the open one is drawn): what was typed in 再実行 is still there on coming back
+    page.get_by_role("tab", name="再実行", exact=True).click()
+    expect(page.get_by_label("システムプロンプト", exact=True)).to_have_value(EDITED, timeout=RERUN)

@@ -13,7 +13,7 @@ from core.prompts import load_prompt, prompt_names, prompt_version
 from core.store.prompt_versions import list_prompt_versions
 from core.text.jst import jst
 from ui import kept as kept_state
-from ui.kept import keep, kept
+from ui.kept import keep, kept, restore
 from ui.safe import lines, plain, table
 from ui.session import identity, store
 from ui.sidebar import STRATEGY_LABELS
@@ -79,7 +79,8 @@ def save_prompt_section(record: dict[str, Any]) -> None:
     who = identity()
     names = prompt_names()
     default_name = record.get("prompt") if record.get("prompt") in names else names[0]
-    default_name = kept("wb_prompt_name", default_name) if kept("wb_prompt_name") in names else default_name
+    if kept("wb_prompt_name") in names:
+        restore("wb_prompt_name")
     name = keep("wb_prompt_name", st.selectbox("プロンプトファイル", names, index=names.index(default_name),
                                                key="wb_prompt_name"))
     text_key = f"{PROMPT_TEXT_PREFIX}{name}"
@@ -137,14 +138,16 @@ def replay_tab(shown_records: list[dict[str, Any]], selected_record: dict[str, A
     user = keep("wb_user", st.text_area("ユーザー入力（最後のユーザーメッセージ）",
                                         value=kept("wb_user", wb.user_payload_of(base)), height=160, key="wb_user"))
     c1, c2, c3 = st.columns(3)
+    restore("wb_temperature")
     temperature = keep("wb_temperature", c1.number_input(
-        "温度", 0.0, 2.0, kept("wb_temperature", float(record.get("temperature") or 0.2)), 0.1, key="wb_temperature"))
+        "温度", 0.0, 2.0, float(record.get("temperature") or 0.2), 0.1, key="wb_temperature"))
     client = state.llm_client
     model = keep("wb_model", c2.text_input("モデル", value=kept("wb_model", getattr(client, "model", "")), key="wb_model",
                                            max_chars=200))
+    restore("wb_strategies")
     chain = keep("wb_strategies", c3.multiselect(
         "方式（この順にフォールバック）", list(ALL_STRATEGIES),
-        default=kept("wb_strategies", [s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES]),
+        default=[s for s in getattr(client, "strategies", ALL_STRATEGIES) if s in ALL_STRATEGIES],
         format_func=lambda s: STRATEGY_LABELS[s], placeholder="選択してください", key="wb_strategies", select_all=False))
     st.caption(f"実行するプロバイダー: {getattr(client, 'name', '?')}（サイドバーで切り替えられます）")
     offline = getattr(client, "name", "") == "offline"
