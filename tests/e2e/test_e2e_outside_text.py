@@ -30,11 +30,13 @@ def watch_requests(page: Page, origin: str) -> list[str]:
 
 
 def open_all_expanders(page: Page) -> None:
-    """Open the first 12 expanders, one at a time: a lazy one (デバッグログ's records) draws its body on the
+    """Open up to 12 closed expanders, one at a time: a lazy one (デバッグログ's records) draws its body on the
     rerun its click starts."""
-    summaries = page.locator('[data-testid="stExpander"] summary')
-    for i in range(min(summaries.count(), 12)):
-        summaries.nth(i).click()
+    for _ in range(12):  # looked up again each time: an opened record draws expanders of its own
+        closed = page.locator('[data-testid="stExpander"] details:not([open]) > summary')
+        if not closed.count():
+            break
+        closed.first.click()  # never an open one: a click would close it
         idle(page)
 
 
