@@ -107,6 +107,26 @@ def _lease_time(offset: float = 0.0) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=offset)).isoformat(timespec="milliseconds")
 
 
+def _conversation_values(conn: Any, conversation_id: str, stamp: str, *, state: Mapping[str, Any] | None = None,
+                         merge_state: Mapping[str, Any] | None = None, title: str | None = None,
+                         status: str | None = None, release: bool = False) -> dict[str, Any]:
+    """The columns a write sets on its conversation row: the time, the state replaced or merged (top-level
+    keys, read in the writing transaction), the title and status, and the turn lease given up."""
+    values: dict[str, Any] = {"updated_at": stamp}
+    if merge_state is not None:
+        current = conn.execute(select(t.conversations.c.state).where(t.conversations.c.id == conversation_id)).scalar()
+        values["state"] = dumps({**(loads(current, {}) or {}), **dict(merge_state)})
+    if state is not None:
+        values["state"] = dumps(dict(state))
+    if title is not None:
+        values["title"] = title[:200]
+    if status is not None:
+        values["status"] = status
+    if release:
+        values.update(turn_token=None, turn_until=None)
+    return values
+
+
 class ConversationsStore:
     """The conversations-and-turns part of :class:`~core.store.store.Store`."""
 
@@ -179,20 +199,9 @@ class ConversationsStore:
         with self._write() as conn:
             if fence is not None:
                 self._check_lease(conn, conversation_id, fence, hold)
-            values: dict[str, Any] = {"updated_at": self.now(), "state_version": t.conversations.c.state_version + 1}
-            if merge_state is not None:
-                current = conn.execute(select(t.conversations.c.state)
-                                       .where(t.conversations.c.id == conversation_id)).scalar()
-                merged = {**(loads(current, {}) or {}), **dict(merge_state)}
-                values["state"] = dumps(merged)
-            if state is not None:
-                values["state"] = dumps(dict(state))
-            if title is not None:
-                values["title"] = title[:200]
-            if status is not None:
-                values["status"] = status
-            if fence is not None and release:
-                values.update(turn_token=None, turn_until=None)
+            values = _conversation_values(conn, conversation_id, self.now(), state=state, merge_state=merge_state,
+                                          title=title, status=status, release=fence is not None and release)
+            values["state_version"] = t.conversations.c.state_version + 1
             conn.execute(update(t.conversations).where(t.conversations.c.id == conversation_id).values(**values))
         if fence is not None and release:
             self._released_leases.add(fence)
@@ -351,17 +360,10 @@ class ConversationsStore:
                     if gone:
                         conn.execute(update(t.turns).where(and_(t.turns.c.conversation_id == conversation_id,
                                                                 t.turns.c.entry_id.in_(gone))).values(superseded=True))
-                    values: dict[str, Any] = {"updated_at": stamp}
+                    values = _conversation_values(conn, conversation_id, stamp, merge_state=merge_state, title=title,
+                                                  status=status, release=fence is not None and release)
                     if merge_state is not None:
-                        current = conn.execute(select(c.state).where(c.id == conversation_id)).scalar()
-                        values["state"] = dumps({**(loads(current, {}) or {}), **dict(merge_state)})
                         values["state_version"] = c.state_version + 1
-                    if title is not None:
-                        values["title"] = title[:200]
-                    if status is not None:
-                        values["status"] = status
-                    if fence is not None and release:
-                        values.update(turn_token=None, turn_until=None)
                     conn.execute(update(t.conversations).where(c.id == conversation_id).values(**values))
                 break
             except IntegrityError:
