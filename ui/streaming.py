@@ -73,6 +73,8 @@ class PageStream:
         if first_char is not None and timings.get("first_text_at") is not None:  # our own part: chunk → page
             stat["text_chunk_to_page_ms"] = round((first_char - timings["first_text_at"]) * 1000, 2)
         self.stats.append(stat)
+        for per_call in (self.first_char_at, self.updates, self.restarts, self.shown):  # a next call of the same
+            per_call.pop(key, None)  # task (the answer guards' regeneration) is timed and counted on its own
 
     def clear(self) -> None:
         for slot in self.slots.values():

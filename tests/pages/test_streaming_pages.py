@@ -32,3 +32,36 @@ def test_the_faq_answer_streams_into_the_page(app):
     assert not app.exception
     stats = last_stats(app, "faq_answer")
     assert stats["ok"] and stats["updates"] >= 2
+
+
+class _Slot:
+    def markdown(self, *_):
+        pass
+
+    caption = empty = markdown
+
+
+class _Container:
+    def empty(self):
+        return _Slot()
+
+
+def test_a_second_call_of_the_same_task_is_timed_and_counted_on_its_own():
+    """The answer guards regenerate a turn with a second call of the same task (same placeholder): its figures
+    are its own, never the first call's first character against the second call's first token (which made
+    token_to_page_ms negative)."""
+    import time
+
+    from ui.streaming import PageStream
+
+    stream = PageStream(_Container())
+    stream.update("knowledge_llm_turn", "a")
+    stream.update("knowledge_llm_turn", "ab")
+    first_char = stream.first_char_at["knowledge_llm_turn"]
+    stream.finish("knowledge_llm_turn", True, {"sent_at": first_char - 0.2, "first_token_at": first_char - 0.1})
+    second_token = time.perf_counter()
+    stream.update("knowledge_llm_turn", "xyz")
+    stream.finish("knowledge_llm_turn", True, {"sent_at": second_token - 0.05, "first_token_at": second_token})
+    first, second = stream.stats
+    assert (first["updates"], first["chars"]) == (2, 2) and (second["updates"], second["chars"]) == (1, 3)
+    assert first["token_to_page_ms"] >= 0 and second["token_to_page_ms"] >= 0
