@@ -33,6 +33,32 @@ def shared_pg_url() -> str:
     return url
 
 
+def database_names(admin_url: str) -> set[str]:
+    """The names of the databases in the cluster ``admin_url`` reaches (templates left out)."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            return set(conn.execute(text("SELECT datname FROM pg_database WHERE NOT datistemplate")).scalars())
+    finally:
+        admin.dispose()
+
+
+def drop_databases(admin_url: str, names: set[str]) -> None:
+    """Drop ``names`` from the cluster ``admin_url`` reaches, closing whatever connections a test's engines
+    still hold to them (``WITH (FORCE)``)."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            for name in sorted(names):
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
 def require_postgres() -> str:
     bindir = _bindir()
     if bindir is None or not os.environ.get("KAIWA_TEST_PG_URL", "").strip():
