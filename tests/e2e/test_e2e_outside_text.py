@@ -64,6 +64,8 @@ def test_pages_show_hostile_text_without_requesting_anything_outside(new_browser
     page.goto(f"{fresh_server.url}/debug_log?conversation={seeded.knowledge_id}")
     settle(page)
     expect(page.get_by_text("デバッグログ", exact=False).first).to_be_visible(timeout=RERUN)
+    # the records are drawn after the heading: opening expanders before they are there opened none (flaky)
+    expect(page.locator('[data-testid="stExpander"] summary').filter(has_text="試行").first).to_be_visible(timeout=RERUN)
     open_all_expanders(page)
     expect(page.get_by_text("upstream said", exact=False).first).to_be_visible(timeout=RERUN)
     page.get_by_role("tab", name="シナリオ化").click()
