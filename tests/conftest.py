@@ -1,8 +1,6 @@
 """Test-wide switches: never talk to a real model, never sleep in backoff, leave no scratch database behind."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import core.engine
@@ -10,20 +8,19 @@ import core.prompts
 from tests.fakes.plugin import fake_openai  # noqa: F401 - fake OpenAI-compatible server fixture
 from tests.helpers import watsonx_sdk
 from tests.helpers.chroma_server import chroma_backend, chroma_server  # noqa: F401 - a real `chroma run`
-from tests.helpers.pg import database_names, drop_databases
+from tests.helpers.pg import CREATED, drop_created_since, track_scratch_databases
 
+track_scratch_databases()  # before any test module imports create_scratch_database
 watsonx_sdk.ensure()  # the watsonx provider's SDK, from its wheel alone (its dependency list needs a source build)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _drop_scratch_databases():
-    """Each module's scratch databases in the shared cluster (``KAIWA_TEST_PG_URL``) are dropped when the module
-    ends: a full run makes hundreds (≈ 8 MB each, 3 GB in all), which filled a CI machine's disk."""
-    admin_url = os.environ.get("KAIWA_TEST_PG_URL", "").strip()
-    before = database_names(admin_url) if admin_url else set()
+    """Each module's scratch PostgreSQL databases are dropped when it ends: a full run makes hundreds
+    (≈ 8 MB each, 3 GB in all), which filled a CI machine's disk. Only those this process made are dropped."""
+    mark = len(CREATED)
     yield
-    if admin_url:
-        drop_databases(admin_url, database_names(admin_url) - before)
+    drop_created_since(mark)
 
 
 @pytest.fixture(autouse=True)

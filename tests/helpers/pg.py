@@ -33,30 +33,43 @@ def shared_pg_url() -> str:
     return url
 
 
-def database_names(admin_url: str) -> set[str]:
-    """The names of the databases in the cluster ``admin_url`` reaches (templates left out)."""
+CREATED: list[tuple[str, str]] = []  # (cluster URL, database URL) of each scratch database this process made
+
+
+def track_scratch_databases() -> None:
+    """Record every database ``core.store.db.create_scratch_database`` makes in this process (called by the
+    tests' conftest before any test module imports it), so that the tests drop theirs and nobody else's: a
+    benchmark's databases in the same cluster are left alone."""
+    from core.store import db
+
+    if getattr(db.create_scratch_database, "tracked", False):
+        return
+    create = db.create_scratch_database
+
+    def tracked(admin_url: str, prefix: str = "kaiwa") -> str:
+        url = create(admin_url, prefix)
+        CREATED.append((admin_url, url))
+        return url
+
+    tracked.tracked = True  # type: ignore[attr-defined]
+    db.create_scratch_database = tracked
+
+
+def drop_created_since(mark: int) -> None:
+    """Drop the scratch databases made since ``len(CREATED)`` was ``mark``, closing whatever connections a
+    test's engines still hold to them (``WITH (FORCE)``)."""
     from sqlalchemy import create_engine, text
 
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            return set(conn.execute(text("SELECT datname FROM pg_database WHERE NOT datistemplate")).scalars())
-    finally:
-        admin.dispose()
-
-
-def drop_databases(admin_url: str, names: set[str]) -> None:
-    """Drop ``names`` from the cluster ``admin_url`` reaches, closing whatever connections a test's engines
-    still hold to them (``WITH (FORCE)``)."""
-    from sqlalchemy import create_engine, text
-
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            for name in sorted(names):
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
+    made, CREATED[mark:] = CREATED[mark:], []
+    for admin_url, url in made:
+        admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
+        except Exception:  # noqa: BLE001, S110 - a cluster a test stopped or removed: nothing left to drop
+            pass
+        finally:
+            admin.dispose()
 
 
 def require_postgres() -> str:
