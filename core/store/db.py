@@ -86,11 +86,11 @@ def _ping_when_idle(engine: Engine) -> None:
     """Ping a pooled connection on checkout only when it was checked in :data:`PING_AFTER_IDLE_S` ago or
     more (or never: a new connection); a dead one is replaced (``DisconnectionError``: the pool retries)."""
     @event.listens_for(engine, "checkin")
-    def _checkin(dbapi_connection, record):  # noqa: ANN001
+    def _checkin(dbapi_connection, record):
         record.info["kaiwa_idle_since"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
-    def _checkout(dbapi_connection, record, proxy):  # noqa: ANN001
+    def _checkout(dbapi_connection, record, proxy):
         since = record.info.pop("kaiwa_idle_since", None)
         if since is not None and time.monotonic() - since < PING_AFTER_IDLE_S:
             return

@@ -15,7 +15,7 @@ def _counting_pings(store: Store) -> list[int]:
     pings: list[int] = []
     real = store.engine.dialect.do_ping
 
-    def do_ping(dbapi_connection):  # noqa: ANN001
+    def do_ping(dbapi_connection):
         pings.append(1)
         return real(dbapi_connection)
 
