@@ -30,6 +30,13 @@ every session).
 Every dependency (``get_store``, ``get_client``, ``get_retriever``, ``get_settings``, ``get_owner``,
 ``get_auth_settings``, ``get_turn_wait``)
 can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way).
+
+**One thread hand-over per turn.** FastAPI runs every plain ``def`` dependency, and the response check of a
+plain ``def`` route, in its thread pool, one hand-over each: ``POST /api/chat`` took eleven per request
+(queue, wake a worker thread, wake the event loop back, each waiting for the GIL while other turns compute).
+The dependencies are ``async`` now and run in the event loop: they hand back what is built already (the
+first build of the store, the client or the settings — a migration, a model check over the network — still
+runs in the pool), and the route runs the turn itself in the pool once (:func:`_chat_turn`).
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.knowledge import router as knowledge_router
@@ -56,6 +64,7 @@ from core.llm.registry import ProviderRegistry, model_notice
 from core.llm.settings import Settings, load_settings
 from core.store import get_store as shared_store
 from core.store.conversations import TurnBusy, turn_wait
+from core.store.db import default_url
 from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store
 
@@ -87,39 +96,53 @@ class _Lazy(Generic[T]):
                     self._value = self._build()
         return self._value
 
+    @property
+    def built(self) -> bool:
+        return self._value is not None
+
     def reset(self) -> None:
         with self._lock:
             self._value = None
 
 
 _settings: _Lazy[Settings] = _Lazy(load_settings)
-_client: _Lazy[Any] = _Lazy(lambda: ProviderRegistry(get_settings()).get_active())
+_client: _Lazy[Any] = _Lazy(lambda: ProviderRegistry(_settings.get()).get_active())
 
 
 # ---- dependencies ------------------------------------------------------------------------------
-def get_auth_settings() -> AuthSettings:
+# ``async``: run in the event loop, no thread hand-over (see the module docstring); nothing here blocks once
+# the process-wide values are built, and their first build runs in the thread pool.
+_stores_built: set[str] = set()  # KAIWA_DB_URLs whose process-wide store is open (migrated)
+
+
+async def get_auth_settings() -> AuthSettings:
     return load_auth_settings()
 
 
-def get_settings() -> Settings:
-    return _settings.get()
+async def get_settings() -> Settings:
+    return _settings.get() if _settings.built else await run_in_threadpool(_settings.get)
 
 
-def get_client() -> Any:
-    return _client.get()
+async def get_client() -> Any:
+    return _client.get() if _client.built else await run_in_threadpool(_client.get)
 
 
-def get_store() -> Store:
+async def get_store() -> Store:
     """The process-wide store of ``KAIWA_DB_URL`` (migrated on first use)."""
-    return shared_store()
+    url = default_url()
+    if url in _stores_built:
+        return shared_store()
+    store = await run_in_threadpool(shared_store)
+    _stores_built.add(url)
+    return store
 
 
-def get_retriever() -> Any:
+async def get_retriever() -> Any:
     """``UNSET``: the diagnosis flow uses the process-wide manual retriever, built on first need."""
     return UNSET
 
 
-def get_owner(request: Request, auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> Identity:
+async def get_owner(request: Request, auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> Identity:
     """The caller: the trusted proxy identity when ``KAIWA_TRUST_PROXY_HEADERS`` is on, else ``api``."""
     identity = resolve_identity(auth, headers=request.headers)
     return API_IDENTITY if identity.source == "anonymous" else identity
@@ -134,20 +157,21 @@ def _check_owner(store: Store, session_id: str | None, owner: Identity, auth: Au
         raise HTTPException(status_code=404, detail=NOT_FOUND)
 
 
-def get_turn_wait() -> float:
+async def get_turn_wait() -> float:
     """Seconds a turn waits for a running turn of the same session before the 409 (``KAIWA_TURN_WAIT``)."""
     return turn_wait()
 
 
-def get_conversations(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)],
-                      retriever: Annotated[Any, Depends(get_retriever)],
-                      owner: Annotated[Identity, Depends(get_owner)],
-                      wait: Annotated[float, Depends(get_turn_wait)]) -> DiagnosisConversations:
+async def get_conversations(store: Annotated[Store, Depends(get_store)], client: Annotated[Any, Depends(get_client)],
+                            retriever: Annotated[Any, Depends(get_retriever)],
+                            owner: Annotated[Identity, Depends(get_owner)],
+                            wait: Annotated[float, Depends(get_turn_wait)]) -> DiagnosisConversations:
     return DiagnosisConversations(store, client=client, owner=owner, retriever=retriever, wait=wait)
 
 
-def get_debug_log(store: Annotated[Store, Depends(get_store)], settings: Annotated[Settings, Depends(get_settings)],
-                  owner: Annotated[Identity, Depends(get_owner)]) -> StoredDebugLog | None:
+async def get_debug_log(store: Annotated[Store, Depends(get_store)],
+                        settings: Annotated[Settings, Depends(get_settings)],
+                        owner: Annotated[Identity, Depends(get_owner)]) -> StoredDebugLog | None:
     """With ``KAIWA_DEBUG`` on, the API's model calls land in the console's shared debug log."""
     return StoredDebugLog(store, owner) if settings.debug else None
 
@@ -350,13 +374,19 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
                      409: {"description": "同じセッションの前のターンがまだ処理中（何も保存していない）"},
                      413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"},
                      503: {"description": "一時的な障害（フォールバックメッセージ）"}})
-def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)],
-         log: Annotated[StoredDebugLog | None, Depends(get_debug_log)],
-         owner: Annotated[Identity, Depends(get_owner)], auth: Annotated[AuthSettings, Depends(get_auth_settings)]
-         ) -> ChatResponse:
+async def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)],
+               log: Annotated[StoredDebugLog | None, Depends(get_debug_log)],
+               owner: Annotated[Identity, Depends(get_owner)],
+               auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> ChatResponse:
     """Seed 000 §1: ``session_id`` null (and nothing else) starts a session; an unknown or expired id
     starts a new one with ``notice``; ``action`` + ``action_value`` press a button; ``rewind_to_turn``
     goes back; ``action: restart`` starts a new session (a new id; the finished one stays as it was)."""
+    return await run_in_threadpool(_chat_turn, body, conversations, log, owner, auth)
+
+
+def _chat_turn(body: ChatRequestBody, conversations: DiagnosisConversations, log: StoredDebugLog | None,
+               owner: Identity, auth: AuthSettings) -> ChatResponse:
+    """The turn itself (blocking: the store, the model, e5), in the thread pool."""
     _check_owner(conversations.store, body.session_id, owner, auth)
     response = conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
     queue_latest_answer(conversations.store, response.session_id,  # a failed or critical answer is reviewed

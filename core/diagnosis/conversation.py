@@ -77,11 +77,12 @@ class DiagnosisConversations:
         stored: dict[str, str] | None = None  # the stored entries' digests, read under the lease
         with self.store.turn(sid, hold=hold, wait=self.wait) as token:
             if token is not None:
-                current = self._current(sid, expiry=False, keep=True)  # the service applies the expiry once, below
-                if current is not None:  # the stored conversation, whatever this caller's copy still shows
-                    stored = {}
-                    refresh_chat(self.store, sid, transcript, hashes=stored)
-                    prompt = current.prompt
+                with self.store.reading():  # the conversation row and its turns: one read
+                    current = self._current(sid, expiry=False, keep=True)  # the service applies the expiry below
+                    if current is not None:  # the stored conversation, whatever this caller's copy still shows
+                        stored = {}
+                        refresh_chat(self.store, sid, transcript, hashes=stored)
+                        prompt = current.prompt
                 self.sessions.fences[sid] = (token, hold)
                 self.sessions.held.add(sid)
             try:  # the session's own write waits for the transcript's: both in one fenced transaction

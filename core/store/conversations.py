@@ -12,12 +12,12 @@ the lease are fenced (:meth:`ConversationsStore.renew_turn`, ``update_conversati
 lease was taken over meanwhile raises :class:`TurnBusy` instead of overwriting the newer turn.
 
 **A short, heartbeat-renewed lease.** The lease is stored for :func:`turn_lease` seconds (15 s;
-``KAIWA_TURN_LEASE``) and, while the turn runs, a heartbeat thread of :meth:`ConversationsStore.turn`
-renews it every third of that, up to the turn's own bound ``hold`` (its deadline and a margin: a hung turn
-is not kept alive for ever). So a process killed in the middle of a turn (``kill -9``, an OOM kill, a lost
-machine) blocks its conversation for at most one lease (≤ 15 s after its last heartbeat), and a turn that
-fails gives the lease back at once; when giving it back fails too (a full disk, the database gone), it is
-retried in the background until it succeeds or the lease has lapsed by itself.
+``KAIWA_TURN_LEASE``) and, while the turn runs, the process's heartbeat thread (one for every running turn,
+:data:`HEARTBEATS`) renews it every third of that, up to the turn's own bound ``hold`` (its deadline and a
+margin: a hung turn is not kept alive for ever). So a process killed in the middle of a turn (``kill -9``,
+an OOM kill, a lost machine) blocks its conversation for at most one lease (≤ 15 s after its last
+heartbeat), and a turn that fails gives the lease back at once; when giving it back fails too (a full disk,
+the database gone), it is retried in the background until it succeeds or the lease has lapsed by itself.
 """
 from __future__ import annotations
 
@@ -73,33 +73,87 @@ def turn_lease(environ: Mapping[str, str] | None = None) -> float:
     return bounded("KAIWA_TURN_LEASE", TURN_LEASE_SECONDS, 0.5, 300, environ=environ)
 
 
-class _Heartbeat(threading.Thread):
-    """Renews one turn's lease every third of the lease until stopped, until the lease is lost, or until
-    the turn's own bound ``hold`` has passed (then the lease lapses)."""
+class _Heartbeat:
+    """One turn's lease, renewed every third of the lease by the process's heartbeat thread
+    (:data:`HEARTBEATS`) until stopped, until the lease is lost, or until the turn's own bound ``hold`` has
+    passed (then the lease lapses)."""
 
     def __init__(self, store: ConversationsStore, conversation_id: str, token: str, hold: float, lease: float):
-        super().__init__(name=f"turn-lease-{conversation_id[:12]}", daemon=True)
         self.store, self.conversation_id, self.token = store, conversation_id, token
         self.lease = lease
         self.until = time.monotonic() + hold
-        self.stopped = threading.Event()
+        self.due = time.monotonic() + lease / 3
 
-    def run(self) -> None:
-        while not self.stopped.wait(self.lease / 3):
-            remaining = self.until - time.monotonic()
-            if remaining <= 0:
-                return
-            try:
-                self.store.renew_turn(self.conversation_id, self.token, hold=min(self.lease, remaining))
-            except TurnBusy:
-                return
-            except Exception:  # noqa: BLE001 - the database is away for a moment: the next beat tries again
-                logger.warning("turn lease heartbeat failed", exc_info=True)
+    def start(self) -> None:
+        HEARTBEATS.add(self)
 
     def stop(self) -> None:
-        self.stopped.set()
-        if self is not threading.current_thread():
-            self.join(timeout=max(1.0, self.lease))
+        HEARTBEATS.discard(self)
+
+    def beat(self) -> bool:
+        """Renew the lease once; False when it is not to be renewed again."""
+        remaining = self.until - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            self.store.renew_turn(self.conversation_id, self.token, hold=min(self.lease, remaining))
+        except TurnBusy:
+            return False
+        except Exception:  # noqa: BLE001 - the database is away for a moment: the next beat tries again
+            logger.warning("turn lease heartbeat failed", exc_info=True)
+        return True
+
+
+class _Heartbeats:
+    """The process's one heartbeat thread for every running turn (it was a thread per turn: each turn
+    started one and joined it, two thread hand-overs under the GIL on every API request). It sleeps until
+    the earliest renewal is due; a turn shorter than a third of its lease is never renewed."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._live: dict[int, _Heartbeat] = {}
+        self._target: float | None = None  # when the thread wakes next (None: when a turn is added)
+        self._thread: threading.Thread | None = None
+        self.threads_started = 0
+
+    def add(self, beat: _Heartbeat) -> None:
+        with self._cond:
+            self._live[id(beat)] = beat
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="turn-lease-heartbeat", daemon=True)
+                self._thread.start()
+                self.threads_started += 1
+            elif self._target is None or beat.due < self._target:
+                self._cond.notify()
+
+    def discard(self, beat: _Heartbeat) -> None:
+        with self._cond:
+            self._live.pop(id(beat), None)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                self._target = min((b.due for b in self._live.values()), default=None)
+                if self._target is None or self._target > now:
+                    self._cond.wait(None if self._target is None else self._target - now)
+                    continue
+                due = [b for b in self._live.values() if b.due <= now]
+                for beat in due:
+                    beat.due = now + beat.lease / 3
+                self._cond.release()
+                try:
+                    done = [beat for beat in due if not beat.beat()]
+                finally:
+                    self._cond.acquire()
+                for beat in done:
+                    self._live.pop(id(beat), None)
+
+
+HEARTBEATS = _Heartbeats()
 
 
 def _lease_time(offset: float = 0.0) -> str:

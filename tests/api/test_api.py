@@ -274,3 +274,30 @@ def test_an_api_turn_reads_its_transcript_once(api, monkeypatch):
     response = api.get(f"/api/sessions/{sid}")
     assert response.status_code == 200, response.text
     assert response.json()["turns"] == 5 and response.json()["current_step"] == "free_text"
+
+
+def test_an_api_turn_hands_over_to_a_thread_once(api, retriever, monkeypatch):
+    """Issue #25: FastAPI ran each plain ``def`` dependency and the route's response check in its thread
+    pool, eleven hand-overs per ``POST /api/chat`` (each one waiting for the GIL while other turns compute);
+    the dependencies run in the event loop now and the turn is handed to a thread once. Counted."""
+    import anyio.to_thread
+
+    async def fast_retriever():
+        return retriever
+
+    async def offline():
+        return OfflineClient()
+
+    api.overrides[get_retriever] = fast_retriever  # as the real dependencies are: async
+    api.overrides[get_client] = offline
+    sid = post(api)["session_id"]  # the first request opens the process's store (in the pool)
+    handed: list[str] = []
+    real = anyio.to_thread.run_sync
+
+    async def counting(func, *args, **kwargs):
+        handed.append(getattr(func, "__name__", repr(func)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    body = post(api, session_id=sid, action="select_vehicle", action_value=MIRAI)
+    assert body["current_step"] == "photo_confirm" and len(handed) == 1

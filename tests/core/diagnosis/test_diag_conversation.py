@@ -190,6 +190,31 @@ def test_an_api_turn_takes_two_write_transactions_and_reads_the_conversation_onc
     assert again.response == r and [e["role"] for e in again.transcript][-2:] == ["user", "assistant"]
 
 
+def test_an_api_turn_reads_its_conversation_and_its_turns_in_one_transaction(any_url):
+    """Issue #25: the conversation row and the turns read under the lease share one connection and one
+    transaction (``Store.reading``; they were two), and give what two reads gave. Both engines; counted."""
+    convs = _convs(any_url)
+    sid = convs.handle(ChatRequest()).session_id
+    convs.handle(ChatRequest(session_id=sid, action="select_vehicle", action_value=MIRAI))
+    reads: list[int] = []
+
+    def begin(conn):
+        if not conn.get_execution_options().get("kaiwa_write"):
+            reads.append(1)
+
+    counted, stop = _count_store_work(convs.store)
+    event.listen(convs.store.engine, "begin", begin)
+    try:
+        r = convs.handle(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"))
+    finally:
+        event.remove(convs.store.engine, "begin", begin)
+        stop()
+    assert counted == {"writes": 2, "conversation_reads": 1, "turn_reads": 1} and len(reads) == 1
+    assert r.current_step == "free_text"
+    assert [e["role"] for e in convs.transcript] == [e["role"] for e in Store(any_url).chat_entries(sid)]
+    assert len(convs.transcript) >= 5  # the earlier turns were read back, the new one added
+
+
 def test_a_turn_that_fails_stores_neither_its_session_nor_its_transcript(tmp_path, monkeypatch):
     """The session's write waits for the transcript's: a turn whose transcript write fails leaves the stored
     conversation as it was (the next turn answers the same prompt again)."""

@@ -244,3 +244,34 @@ def test_query_expansion_reads_the_manual_texts_once_per_state_of_the_index(retr
     retriever.expand_query("けんいん")
     retriever.expand_query("ぶれーき")
     assert len(walked) == 2
+
+
+def test_a_local_index_nobody_wrote_to_is_not_looked_up_again_and_a_replicas_write_is(tmp_path, monkeypatch):
+    """Issue #25: with a ``PersistentClient`` a turn's freshness check looks the collection up in Chroma (a
+    lookup that holds the GIL) only when the database file changed since the last look; a write by another
+    replica changes it, and the next turn sees the upload. Counted, never timed."""
+    import chromadb
+
+    from core.engine import turn_deadline
+    from core.rag import store as store_module
+    from core.rag.store import chroma_settings
+
+    monkeypatch.setattr(store_module, "SETTLED_NS", 0)  # the file's last change counts as settled at once
+    path = str(tmp_path / "chroma")
+    emb = HashEmbedder()
+    replica1 = ManualRetriever(store=chromadb.PersistentClient(path=path, settings=chroma_settings()), embedder=emb,
+                               collection="t_quiet")
+    replica1.index_manual(tiny_manual("car-a"))
+    replica2 = ManualRetriever(store=chromadb.PersistentClient(path=path, settings=chroma_settings()), embedder=emb,
+                               collection="t_quiet")
+    with turn_deadline(60):
+        replica1.search("ブレーキ", "car-a", mode="bm25")  # the first look after its own write
+    looked = replica1.store.lookups
+    for _ in range(5):
+        with turn_deadline(60):
+            replica1.search("タイヤ", "car-a", mode="bm25")
+    assert replica1.store.lookups == looked and replica1.freshness_checks >= 6
+    add(replica2)
+    with turn_deadline(60):
+        hits = replica1.search("最大牽引質量", "car-a", mode="bm25")
+    assert replica1.store.lookups == looked + 1 and hits and hits[0].chapter == "towing.pdf"

@@ -104,3 +104,26 @@ def test_a_turn_longer_than_the_lease_keeps_it_by_heartbeat(store):
         with pytest.raises(TurnBusy):
             store.acquire_turn(cid, hold=60, wait=0)
         store.renew_turn(cid, token, hold=HOLD)  # still its own
+
+
+def test_turns_share_the_process_heartbeat_thread_and_start_no_thread_of_their_own(store, monkeypatch):
+    """Issue #25: every turn started a heartbeat thread and joined it at its end (two thread hand-overs under
+    the GIL per API request); one thread of the process renews every running turn's lease now. Counted."""
+    from core.store import conversations
+
+    cid = store.create_conversation("faq", "u")
+    with store.turn(cid, hold=HOLD):  # the process's heartbeat thread runs from the first turn on
+        pass
+    started: list[str] = []
+    real_start = conversations.threading.Thread.start
+
+    def counting_start(thread):
+        started.append(thread.name)
+        return real_start(thread)
+
+    monkeypatch.setattr(conversations.threading.Thread, "start", counting_start)
+    for _ in range(10):
+        with store.turn(cid, hold=HOLD) as token:
+            assert len(conversations.HEARTBEATS) >= 1 and token is not None
+    assert started == [] and len(conversations.HEARTBEATS) == 0
+    assert conversations.HEARTBEATS.threads_started == 1
