@@ -39,7 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
+from zoneinfo import ZoneInfo
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import bindparam, text
 
@@ -592,24 +594,36 @@ def entries_confirmed(frames: Frames) -> pd.DataFrame:
 
 
 # ---- model quality (debug records) ----------------------------------------------------------------------
+def _present(value: Any) -> bool:
+    """Whether a cell holds a value (not ``None`` / NaN): what pandas' ``groupby`` keeps as a key."""
+    return value is not None and value == value
+
+
 def model_quality(frames: Frames) -> pd.DataFrame:
     """Per task (flow/step), provider and prompt version: tasks, calls, first-try validity (share of
     tasks whose first call was valid), final validity, repairs per task, error calls, and the p50 / p95
-    latency of one model call (ms)."""
+    latency of one model call (ms). Built column by column from arrays (one table, no pandas operation per
+    column: this table is computed again after every model call, issue #25)."""
     columns = [*QUALITY_KEYS, "tasks", "calls", "first_try_valid", "valid", "repairs_per_task", "error_calls",
                "latency_p50_ms", "latency_p95_ms"]
     quality = frames.quality
     if quality.empty:
         return pd.DataFrame(columns=columns)
-    out = quality.assign(
-        latency_p50_ms=[_quantile(n, lo, hi, 0.5) for n, lo, hi in zip(quality["n"], quality["p50_lo"], quality["p50_hi"])],
-        latency_p95_ms=[_quantile(n, lo, hi, 0.95) for n, lo, hi in zip(quality["n"], quality["p95_lo"], quality["p95_hi"])])
-    for column in ("tasks", "calls", "error_calls"):
-        out[column] = out[column].astype(int)
-    for column in ("first_try_valid", "valid", "repairs_per_task"):
-        out[column] = out[column].astype(float)
-    out = out.round({"first_try_valid": 3, "valid": 3, "repairs_per_task": 2, "latency_p50_ms": 1, "latency_p95_ms": 1})
-    return out.sort_values(QUALITY_KEYS).reset_index(drop=True)[columns]
+    keys = list(zip(*(quality[k].tolist() for k in QUALITY_KEYS)))
+    order = sorted(range(len(keys)), key=keys.__getitem__)  # stable, as sort_values
+    if order != list(range(len(keys))):
+        quality = quality.iloc[order]
+    n = quality["n"].tolist()
+    out: dict[str, Any] = {k: quality[k].array for k in QUALITY_KEYS}
+    for column in ("tasks", "calls"):
+        out[column] = quality[column].to_numpy().astype(int)
+    for column, decimals in (("first_try_valid", 3), ("valid", 3), ("repairs_per_task", 2)):
+        out[column] = np.round(quality[column].to_numpy().astype(float), decimals)
+    out["error_calls"] = quality["error_calls"].to_numpy().astype(int)
+    for column, q, lo, hi in (("latency_p50_ms", 0.5, "p50_lo", "p50_hi"), ("latency_p95_ms", 0.95, "p95_lo", "p95_hi")):
+        out[column] = np.round(np.array([_quantile(*v, q) for v in zip(n, quality[lo].tolist(), quality[hi].tolist())],
+                                        dtype=float), 1)
+    return pd.DataFrame(out, columns=columns)
 
 
 def method_mix(frames: Frames) -> pd.DataFrame:
@@ -617,35 +631,65 @@ def method_mix(frames: Frames) -> pd.DataFrame:
     methods = frames.methods
     if methods.empty:
         return pd.DataFrame(columns=["task"])
-    mix = methods.groupby(["task", "method"])["tasks"].sum().unstack("method", fill_value=0)
-    return mix.astype(int).rename_axis(columns=None).reset_index()
+    cells: dict[tuple[str, str], int] = {}
+    for task, method, tasks in zip(methods["task"].tolist(), methods["method"].tolist(), methods["tasks"].tolist()):
+        if _present(task) and _present(method):  # as groupby: a missing key is left out
+            cells[task, method] = cells.get((task, method), 0) + int(tasks)
+    if not cells:
+        return pd.DataFrame(columns=["task"])
+    tasks = sorted({task for task, _ in cells})
+    names = sorted({method for _, method in cells})
+    mix = {method: np.array([cells.get((task, method), 0) for task in tasks], dtype=int) for method in names}
+    return pd.DataFrame({"task": tasks, **mix}, columns=["task", *names])
 
 
 def error_types(frames: Frames) -> pd.DataFrame:
     """Failed model calls by outcome (parse_error, schema_error, provider_error:<kind>, …), most frequent first."""
-    errors = frames.errors.assign(error_type=frames.errors["error_type"].fillna(UNKNOWN))
-    out = (errors.groupby("error_type", as_index=False)["calls"].sum()
-           .sort_values(["calls", "error_type"], ascending=[False, True]).reset_index(drop=True))
-    out["calls"] = out["calls"].astype(int)
-    out["share_of_calls"] = _share(out["calls"], frames.calls)
-    return out[["error_type", "calls", "share_of_calls"]]
+    errors = frames.errors
+    if errors.empty:
+        return pd.DataFrame({"error_type": errors["error_type"].astype(object), "calls": errors["calls"].astype(int),
+                             "share_of_calls": pd.Series(dtype=float)}, columns=["error_type", "calls", "share_of_calls"])
+    counts: dict[str, int] = {}
+    for error, calls in zip(errors["error_type"].tolist(), errors["calls"].tolist()):
+        error = error if _present(error) else UNKNOWN
+        counts[error] = counts.get(error, 0) + int(calls)
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    calls = np.array([n for _, n in ordered], dtype=int)
+    share = np.round(calls / frames.calls, 3) if frames.calls > 0 else np.zeros(len(calls))
+    return pd.DataFrame({"error_type": [error for error, _ in ordered], "calls": calls, "share_of_calls": share})
 
 
-def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo", freq: str = "D") -> pd.DataFrame:
+def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
     """First-try validity per day (in ``tz``) for each ``task · provider · prompt version``: a prompt change
-    shows up as a step. Index: the day; one column per series."""
+    shows up as a step. Index: the day; one column per series. Summed in plain Python (each distinct hour
+    converted once) and divided as one array."""
     hourly = frames.hourly
     if hourly.empty:
         return pd.DataFrame()
-    hours = pd.Series(hourly["hour"].unique())  # each distinct hour converted once
-    stamp = pd.to_datetime(hours + ":00:00+00:00", utc=True, format="ISO8601")
-    days = pd.Series(stamp.dt.tz_convert(tz).dt.tz_localize(None).dt.to_period(freq).dt.start_time.to_numpy(),
-                     index=hours.to_numpy())
-    hourly = hourly.assign(day=hourly["hour"].map(days),
-                           series=hourly["task"] + " · " + hourly["provider"] + " · " + hourly["prompt_version"])
-    sums = hourly.groupby(["day", "series"])[["first_try_valid", "tasks"]].sum()
-    share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid").round(3)
-    return share.unstack("series").rename_axis(index="day", columns="series")
+    zone, days_of = ZoneInfo(tz), {}
+    sums: dict[tuple[datetime, str], list[int]] = {}
+    for hour, task, provider, version, tasks, first in zip(*(hourly[c].tolist() for c in (
+            "hour", "task", "provider", "prompt_version", "tasks", "first_try_valid"))):
+        if not all(_present(v) for v in (hour, task, provider, version)):
+            continue  # as groupby: a missing key is left out
+        day = days_of.get(hour)
+        if day is None:
+            local = datetime.fromisoformat(f"{hour}:00:00+00:00").astimezone(zone)
+            day = days_of[hour] = datetime.combine(local.date(), time())
+        total = sums.setdefault((day, f"{task} · {provider} · {version}"), [0, 0])
+        total[0] += first
+        total[1] += tasks
+    days = sorted({day for day, _ in sums})
+    series = sorted({name for _, name in sums})
+    row, column = {day: i for i, day in enumerate(days)}, {name: j for j, name in enumerate(series)}
+    first_valid = np.full((len(days), len(series)), np.nan)
+    tasks = np.full((len(days), len(series)), np.nan)
+    for (day, name), (first, n) in sums.items():
+        first_valid[row[day], column[name]], tasks[row[day], column[name]] = first, n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.round(first_valid / tasks, 3)
+    return pd.DataFrame(share, index=pd.DatetimeIndex(days, name="day").as_unit("us"),
+                        columns=pd.Index(series, name="series"))
 
 
 # ---- diagnosis -------------------------------------------------------------------------------------------
@@ -702,11 +746,15 @@ def diagnosis_summary(frames: Frames) -> pd.DataFrame:
 # ---- FAQ -------------------------------------------------------------------------------------------------
 def faq_rates(frames: Frames) -> pd.DataFrame:
     """FAQ exchanges per outcome and their rate (answered / not_found / fallback / refused / handoff / smalltalk)."""
-    counts = frames.faq.set_index("outcome")["exchanges"].astype(int) if len(frames.faq) else pd.Series(dtype=int)
-    order = list(FAQ_OUTCOMES) + sorted(set(counts.index) - set(FAQ_OUTCOMES))
-    out = counts.reindex(order, fill_value=0).astype(int).rename("exchanges").rename_axis("outcome").reset_index()
-    out["rate"] = _share(out["exchanges"], int(counts.sum()))
-    return out
+    counts: dict[str, int] = {}
+    if len(frames.faq):
+        for outcome, exchanges in zip(frames.faq["outcome"].tolist(), frames.faq["exchanges"].tolist()):
+            counts[outcome] = int(exchanges)
+    order = list(FAQ_OUTCOMES) + sorted(set(counts) - set(FAQ_OUTCOMES))
+    exchanges = np.array([counts.get(outcome, 0) for outcome in order], dtype=int)
+    total = int(exchanges.sum())
+    rate = np.round(exchanges / total, 3) if total > 0 else np.zeros(len(order))
+    return pd.DataFrame({"outcome": order, "exchanges": exchanges, "rate": rate})
 
 
 def _question_key(text: Any) -> str:
