@@ -194,29 +194,52 @@ def _call_frames(tasks: pd.DataFrame, methods: pd.DataFrame, errors: pd.DataFram
             "hourly": hourly, "errors": errors, "calls": int(tasks["calls"].sum()) if len(tasks) else 0}
 
 
-def _histogram_quantiles(latency: Iterable[tuple]) -> pd.DataFrame:
-    """:func:`_latency_quantiles` of latency histograms (``(task, provider, prompt_version, bucket, calls)``
-    rows; a series may come in several rows per bucket: they are added), in plain Python."""
+def _histograms(rows: Iterable[tuple]) -> dict[tuple, dict[int, int]]:
+    """Latency histograms per series (``{(task, provider, prompt_version): {bucket: calls}}``) from
+    ``(task, provider, prompt_version, bucket, calls)`` rows (a series may come in several rows per bucket:
+    they are added)."""
     hist: dict[tuple, dict[int, int]] = {}
-    for task, provider, version, bucket, calls in latency:
+    for task, provider, version, bucket, calls in rows:
         buckets = hist.setdefault((task, provider, version), {})
         buckets[int(bucket)] = buckets.get(int(bucket), 0) + int(calls)
-    out = []
-    for key in sorted(hist):
-        buckets = sorted(hist[key].items())
-        n = sum(calls for _, calls in buckets)
-        p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
-        values: list[float | None] = []
-        for rank in (p50, p50 + 1, p95, p95 + 1):
-            end, value = 0, None
-            for bucket, calls in buckets:
-                end += calls
-                if rank < end:
-                    value = rollups.bucket_value(bucket)
-                    break
-            values.append(value)
-        out.append((*key, n, *values))
-    return pd.DataFrame(out, columns=[*QUALITY_KEYS, "n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"])
+    return hist
+
+
+def _added_histograms(parts: Iterable[dict[tuple, dict[int, int]]]) -> dict[tuple, dict[int, int]]:
+    """:func:`_histograms` of several ranges added up; a series found in one range only is that range's own
+    dict (shared: never changed here)."""
+    out: dict[tuple, dict[int, int]] = {}
+    owned: set[tuple] = set()
+    for hist in parts:
+        for key, buckets in hist.items():
+            have = out.get(key)
+            if have is None:
+                out[key] = buckets
+                continue
+            if key not in owned:
+                have = out[key] = dict(have)
+                owned.add(key)
+            for bucket, calls in buckets.items():
+                have[bucket] = have.get(bucket, 0) + calls
+    return out
+
+
+def _histogram_quantile_values(buckets: dict[int, int]) -> tuple:
+    """``(n, p50_lo, p50_hi, p95_lo, p95_hi)`` of one series' histogram (as :func:`_latency_quantiles`:
+    the bucket values at the ranks around p50 and p95, ``None`` past the last call), in one pass."""
+    ordered = sorted(buckets.items())
+    n = sum(buckets.values())
+    p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
+    ranks = (p50, p50 + 1, p95, p95 + 1)
+    wanted, found, end, i = sorted(set(ranks)), {}, 0, 0
+    for bucket, calls in ordered:
+        end += calls
+        while i < len(wanted) and wanted[i] < end:
+            found[wanted[i]] = rollups.bucket_value(bucket)
+            i += 1
+        if i == len(wanted):
+            break
+    return (n, *(found.get(rank) for rank in ranks))
 
 
 CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
@@ -240,24 +263,23 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
     # a day's row of 0 tasks holds failed calls of a series that started no task that day: not shown
     sums = ", ".join(f"SUM({c}) AS {c}" if c != "error_calls" else
                      "SUM(CASE WHEN tasks > 0 THEN error_calls ELSE 0 END) AS error_calls" for c in CALL_SUMS)
-    hourly = _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where} AND tasks > 0",
-                    params, bool(providers))
-    hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
-    hourly = (hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
-              .astype({"tasks": int, "first_try_valid": int}))
-    methods = _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
-                           "GROUP BY task, method", params, bool(providers))
-    errors = _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
-                          "GROUP BY error_type", params, bool(providers))
+    hourly = _rows(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where} AND tasks > 0",
+                   params, bool(providers))
+    hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in hourly}}  # quality_over_time: that day
+    methods = _rows(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
+                          "GROUP BY task, method", params, bool(providers))
+    errors = _rows(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
+                         "GROUP BY error_type", params, bool(providers))
     return {
-        "sums": _rows(conn, f"SELECT {series}, {sums} FROM rollup_tasks WHERE {where} GROUP BY {series} "
-                            "HAVING SUM(tasks) > 0", params, bool(providers)),
-        "latency": _rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
-                               f"GROUP BY {series}, bucket", params, bool(providers)),
-        "hourly": hourly,
-        "methods": (methods.astype({"tasks": int}) if len(methods) else
-                    pd.DataFrame(columns=["task", "method", "tasks"])),
-        "errors": errors.astype({"calls": int}) if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
+        "sums": [(task, provider, version, *(int(v or 0) for v in values)) for task, provider, version, *values in _rows(
+            conn, f"SELECT {series}, {sums} FROM rollup_tasks WHERE {where} GROUP BY {series} HAVING SUM(tasks) > 0",
+            params, bool(providers))],
+        "latency": _histograms(_rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency "
+                                           f"WHERE {where} GROUP BY {series}, bucket", params, bool(providers))),
+        "hourly": [(hours[day], task, provider, version, int(tasks), int(first))
+                   for day, task, provider, version, tasks, first in hourly],
+        "methods": [(task, method, int(tasks)) for task, method, tasks in methods],
+        "errors": [(error, int(calls)) for error, calls in errors],
     }
 
 
@@ -268,23 +290,33 @@ def _joined(raws: list[dict[str, Any]], name: str) -> pd.DataFrame:
 
 def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     """quality / methods / hourly / errors / calls of :class:`Frames` from :func:`_call_rows` of one range,
-    or of several disjoint ranges: only the per-series sums and latency histograms are added up here, in
-    plain Python (the figures add up methods and outcomes themselves)."""
+    or of several disjoint ranges: the per-series sums and latency histograms are added up in plain Python,
+    and each frame is made once from the rows (the figures add up methods and outcomes themselves)."""
     totals: dict[tuple, list[int]] = {}
     for raw in raws:
         for row in raw["sums"]:
             values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
             for i, value in enumerate(row[3:]):
-                values[i] += int(value or 0)
+                values[i] += value
     if not totals:
         return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
-    sums = pd.DataFrame([(*key, *totals[key]) for key in sorted(totals)], columns=[*QUALITY_KEYS, *CALL_SUMS])
-    quality = sums.assign(first_try_valid=sums["first_try_valid"] / sums["tasks"],
-                          valid=sums["valid"] / sums["tasks"], repairs_per_task=sums["repairs"] / sums["tasks"])
-    latency = _histogram_quantiles([row for raw in raws for row in raw["latency"]])
-    quality = quality.drop(columns="repairs").merge(latency, on=QUALITY_KEYS, how="left")
-    return {"quality": quality, "hourly": _joined(raws, "hourly"), "methods": _joined(raws, "methods"),
-            "errors": _joined(raws, "errors"), "calls": int(sums["calls"].sum())}
+    keys = sorted(totals)
+    hist = _added_histograms(raw["latency"] for raw in raws)
+    missing = (float("nan"),) * 5
+    latency = [_histogram_quantile_values(hist[key]) if key in hist else missing for key in keys]
+    sums = {name: np.array([totals[key][i] for key in keys], dtype=int) for i, name in enumerate(CALL_SUMS)}
+    quality = pd.DataFrame({
+        **{name: [key[i] for key in keys] for i, name in enumerate(QUALITY_KEYS)},
+        "tasks": sums["tasks"], "calls": sums["calls"], "first_try_valid": sums["first_try_valid"] / sums["tasks"],
+        "valid": sums["valid"] / sums["tasks"], "error_calls": sums["error_calls"],
+        "repairs_per_task": sums["repairs"] / sums["tasks"],
+        **{name: [row[i] for row in latency] for i, name in enumerate(("n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"))}})
+    return {"quality": quality,
+            "hourly": pd.DataFrame([row for raw in raws for row in raw["hourly"]],
+                                   columns=["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]),
+            "methods": pd.DataFrame([row for raw in raws for row in raw["methods"]], columns=["task", "method", "tasks"]),
+            "errors": pd.DataFrame([row for raw in raws for row in raw["errors"]], columns=["error_type", "calls"]),
+            "calls": int(sums["calls"].sum())}
 
 
 def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
@@ -324,34 +356,43 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
     sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
     joined = f"FROM rollup_faq f JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}"
-    rows = _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
-                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
-                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
-    faq = _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
-                 bool(chosen))
-    missed = _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
-                          f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
-    conversations = rows[[*GROUP_COLUMNS, "n", "answers", "cited", "citing"]].astype(
-        {"started": bool, "confirmed": bool, "booked": bool, "n": int})
-    conversations["finalized"] = conversations["finalized"].fillna(0).astype(int).astype(bool)
-    totals = rows[[*ENTRY_COLUMNS, "with_confirmed"]].fillna(0).astype(int).sum()
-    return {"rows": conversations, "entries": [int(totals[c]) for c in (*ENTRY_COLUMNS, "with_confirmed")],
-            "faq": faq.astype({"exchanges": int}) if len(faq) else pd.DataFrame(columns=["outcome", "exchanges"]),
-            "missed": missed.astype({"count": int}) if len(missed) else pd.DataFrame()}
+    rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
+                       "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
+                       f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
+    faq = _rows(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
+                bool(chosen))
+    missed = _rows(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
+                         f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
+    flags = {GROUP_COLUMNS.index(c) for c in ("started", "finalized", "confirmed", "booked")}
+    width = len(GROUP_COLUMNS) + 4  # the kind, n, answers, cited, citing
+    kinds = [tuple(bool(int(v or 0)) if i in flags else int(v) if i == len(GROUP_COLUMNS) else v
+                   for i, v in enumerate(row[:width])) for row in rows]
+    return {"rows": kinds, "entries": [sum(int(row[i] or 0) for row in rows) for i in range(width, width + 6)],
+            "faq": [(outcome, int(exchanges)) for outcome, exchanges in faq],
+            "missed": [(question, int(count), last) for question, count, last in missed]}
 
 
 def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     """conversations (one row per kind, ``n``) / entries / faq / not_found of :class:`Frames` from
     :func:`_conversation_rows` of one range, or of several disjoint ranges: put one after the other (a kind
-    may then have two rows; the figures add them up)."""
+    may then have two rows; the figures add them up), each frame made once."""
     totals = [sum(values) for values in zip(*(raw["entries"] for raw in raws))]
     names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
              "conversations_with_confirmed"]
-    faq = _joined(raws, "faq")
-    if len(raws) > 1 and faq["outcome"].duplicated().any():
-        faq = faq.groupby("outcome", as_index=False)["exchanges"].sum()
-    return {"conversations": _joined(raws, "rows"), "entries": pd.DataFrame([dict(zip(names, totals))]), "faq": faq,
-            "not_found": _joined(raws, "missed")}
+    faq: dict[str, int] = {}
+    for raw in raws:
+        for outcome, exchanges in raw["faq"]:
+            faq[outcome] = faq.get(outcome, 0) + exchanges
+    missed = [row for raw in raws for row in raw["missed"]]
+    conversations = pd.DataFrame([row for raw in raws for row in raw["rows"]],
+                                 columns=[*GROUP_COLUMNS, "n", "answers", "cited", "citing"])
+    if conversations.empty:  # the columns' types, as when there are rows
+        conversations = conversations.astype({**{c: bool for c in ("started", "finalized", "confirmed", "booked")},
+                                              "n": int})
+    return {"conversations": conversations,
+            "entries": pd.DataFrame([dict(zip(names, totals))]),
+            "faq": pd.DataFrame({"outcome": list(faq), "exchanges": np.array(list(faq.values()), dtype=int)}),
+            "not_found": pd.DataFrame(missed, columns=["question", "count", "last_asked"]) if missed else pd.DataFrame()}
 
 
 def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
