@@ -518,13 +518,36 @@ class RollupsStore:
         where = PENDING + " AND COALESCE(conversation_id, '') IN :conversations"
         before = _day_counts(conn, day, where + " AND id NOT IN :records", conversations, sorted(records))
         after = _day_counts(conn, day, where, conversations)
-        counts = _stored_counts(conn, day)
-        for name, stored in counts.items():
-            for key in set(after[name]) | set(before[name]):
-                now, then = after[name].get(key), before[name].get(key)
-                zero = _zero(now or then)
-                stored[key] = _plus(stored.get(key, zero), now or zero, then or zero, -1)
-        _write_counts(conn, day, counts)
+        for name in _TABLES:
+            moved = {key: (after[name].get(key), before[name].get(key))
+                     for key in set(after[name]) | set(before[name]) if after[name].get(key) != before[name].get(key)}
+            if moved:
+                _add_counts(conn, name, day, moved)
+
+
+def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple]) -> None:
+    """Add ``now - then`` to the stored rows of ``day`` in the rollup ``name`` for each key of ``moved``
+    (``{key: (now, then)}``, either ``None`` for nothing): only those keys' rows are read (narrowed by their
+    first column: a task or a provider) and rewritten; a key left counting nothing is no row."""
+    table, keys, counted = _TABLES[name], _KEYS[name], _COUNTED[name]
+    width = len(keys)
+    narrowed = sorted({key[0] for key in moved})
+    stored = {tuple(row[1:1 + width]): (row[0], tuple(int(v) for v in row[1 + width:])) for row in conn.execute(
+        select(table.c.id, *(table.c[c] for c in keys + counted))
+        .where(table.c.day == day, table.c[keys[0]].in_(narrowed)))}
+    gone, new = [], []
+    for key, (now, then) in moved.items():
+        zero = _zero(now or then)
+        row_id, value = stored.get(key, (None, zero))
+        total = _plus(value, now or zero, then or zero, -1)
+        if row_id is not None:
+            gone.append(row_id)
+        if any(total):
+            new.append({"day": day, **dict(zip(keys, key)), **dict(zip(counted, total))})
+    if gone:
+        conn.execute(delete(table).where(table.c.id.in_(gone)))
+    if new:
+        conn.execute(insert(table), new)
 
 
 ADD_LIMIT = 500  # more inserted records than this on one day: recounting the day is as cheap (and one statement)
@@ -594,16 +617,6 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
             counts["latency"][key] = (counts["latency"].get(key, (0,))[0] + 1,)
     for series, n in errors.items():
         counts["tasks"][series] = counts["tasks"].get(series, (0, 0, 0, 0, 0, 0))[:5] + (n,)
-    return counts
-
-
-def _stored_counts(conn: Any, day: str) -> dict[str, dict[tuple, tuple]]:
-    """The day rollups of ``day`` as :func:`_day_counts` gives them."""
-    counts: dict[str, dict[tuple, tuple]] = {}
-    for name, table in _TABLES.items():
-        keys, counted = _KEYS[name], _COUNTED[name]
-        counts[name] = {tuple(row[:len(keys)]): tuple(int(v) for v in row[len(keys):]) for row in conn.execute(
-            select(*(table.c[c] for c in keys + counted)).where(table.c.day == day))}
     return counts
 
 
