@@ -243,6 +243,7 @@ def _histogram_quantile_values(buckets: dict[int, int]) -> tuple:
 
 
 CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
+HOURLY_COLUMNS = ["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]
 
 
 def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[tuple]:
@@ -254,9 +255,10 @@ def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[
 
 def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
     """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
-    summed by the database and shaped as far as they can be alone: per series (``sums``) and per series and
-    latency bucket (``latency``) as tuples, per day and series (``hourly``: the chart), per task and method,
-    per outcome as frames. :func:`_call_shape` adds ranges up and makes the tables."""
+    summed by the database and shaped as far as they can be alone: per series (``sums``, tuples), per series
+    and latency bucket (``latency``: :func:`_histograms`), per day and series (``hourly``, a frame: the
+    chart), per task and method and per outcome (tuples). :func:`_call_shape` adds ranges up and makes the
+    frames."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
     series = ", ".join(QUALITY_KEYS)
@@ -276,8 +278,8 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
             params, bool(providers))],
         "latency": _histograms(_rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency "
                                            f"WHERE {where} GROUP BY {series}, bucket", params, bool(providers))),
-        "hourly": [(hours[day], task, provider, version, int(tasks), int(first))
-                   for day, task, provider, version, tasks, first in hourly],
+        "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
+                                for day, task, provider, version, tasks, first in hourly], columns=HOURLY_COLUMNS),
         "methods": [(task, method, int(tasks)) for task, method, tasks in methods],
         "errors": [(error, int(calls)) for error, calls in errors],
     }
@@ -312,8 +314,7 @@ def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
         "repairs_per_task": sums["repairs"] / sums["tasks"],
         **{name: [row[i] for row in latency] for i, name in enumerate(("n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"))}})
     return {"quality": quality,
-            "hourly": pd.DataFrame([row for raw in raws for row in raw["hourly"]],
-                                   columns=["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]),
+            "hourly": _joined(raws, "hourly"),
             "methods": pd.DataFrame([row for raw in raws for row in raw["methods"]], columns=["task", "method", "tasks"]),
             "errors": pd.DataFrame([row for raw in raws for row in raw["errors"]], columns=["error_type", "calls"]),
             "calls": int(sums["calls"].sum())}
@@ -413,6 +414,20 @@ def shape(part: str, raws: list[dict[str, pd.DataFrame]]) -> Frames:
     loaded = {**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}
     loaded.update(_conversation_shape(raws) if part == "conversations" else _call_shape(raws))
     return Frames(**loaded)
+
+
+def piece_sources(part: str, raw: dict[str, Any]) -> dict[str, list[Any]]:
+    """What each source of figures (``FIGURE_SOURCES``) is made from in one piece of :func:`read_part`:
+    equal values in every piece (and, for the conversations, equal column types: :func:`shape` puts the
+    flows in one frame), equal figures. ``ui.cache`` digests them once per piece, when it is read, so naming a
+    table's inputs after a write costs only the piece read again."""
+    if part == "conversations":
+        flow = GROUP_COLUMNS.index("flow")
+        return {"knowledge": [row for row in raw["rows"] if row[flow] == "knowledge"],
+                "diagnosis": [row for row in raw["rows"] if row[flow] == "diagnosis"],
+                "entries": raw["entries"], "faq": raw["faq"], "not_found": raw["missed"]}
+    return {"quality": [raw["sums"], raw["latency"]], "hourly": [raw["hourly"]], "methods": raw["methods"],
+            "errors": [raw["errors"], raw["sums"]]}
 
 
 def settled_split(since: datetime, until: datetime, part: str, today: date | None = None
@@ -539,18 +554,31 @@ def provider_options(store: Store, since: str | date | datetime | None = None,
                      until: str | date | datetime | None = None) -> list[str]:
     """The providers seen in the range (its conversations' and its model calls'), for the filter."""
     refresh(store)
+    return provider_order(p for part in PARTS for p in providers_seen(store, part, since, until))
+
+
+def providers_seen(store: Store, part: str, since: str | date | datetime | None = None,
+                   until: str | date | datetime | None = None) -> list[str]:
+    """The providers one part names in the range: its conversations' (``conversations``) or its model calls'
+    (``calls``: from the day rollups for whole Japan days, else from the records). Does not refresh."""
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     first, last = _japan_day(lo), _japan_day(hi)
     days = " AND ".join(["1 = 1"] + (["day >= :first"] if first else []) + (["day < :last"] if last else []))
-    calls = (f"SELECT DISTINCT provider FROM rollup_tasks WHERE tasks > 0 AND {days}"
-             if (lo is None or first) and (hi is None or last) else
-             "SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records "
-             f"WHERE {_range('created_at', lo, hi)}")
-    sql = f"SELECT DISTINCT provider FROM rollup_conversations WHERE {_range('created_at', lo, hi)} UNION {calls}"
+    if part == "conversations":
+        sql = f"SELECT DISTINCT provider FROM rollup_conversations WHERE {_range('created_at', lo, hi)}"
+    elif (lo is None or first) and (hi is None or last):
+        sql = f"SELECT DISTINCT provider FROM rollup_tasks WHERE tasks > 0 AND {days}"
+    else:
+        sql = ("SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records "
+               f"WHERE {_range('created_at', lo, hi)}")
     with store.engine.connect() as conn:
-        seen = [row[0] for row in conn.execute(text(sql), {"since": lo, "until": hi, "first": first, "last": last,
-                                                           "unknown": UNKNOWN})]
-    return sorted({p for p in seen if p is not None}, key=lambda p: (p == UNKNOWN, p))
+        return [row[0] for row in conn.execute(text(sql), {"since": lo, "until": hi, "first": first, "last": last,
+                                                           "unknown": UNKNOWN}) if row[0] is not None]
+
+
+def provider_order(providers: Iterable[str]) -> list[str]:
+    """Providers as the filter lists them: by name, ``UNKNOWN`` last, each once."""
+    return sorted({p for p in providers if p is not None}, key=lambda p: (p == UNKNOWN, p))
 
 
 # ---- interview (knowledge) -----------------------------------------------------------------------------

@@ -46,24 +46,40 @@ def _figure(name: str, inputs: str, _frames: analytics.Frames) -> Any:
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _providers(url: str, versions: Any, since: datetime, until: datetime) -> list[str]:
-    return analytics.provider_options(get_store(url), since, until)
+def _providers(url: str, versions: tuple, since: datetime, until: datetime) -> list[str]:
+    """The filter's providers for these rollup versions: each part's settled days are read again only when
+    their own version moves (as :func:`_part`), the days still being written whenever the part's does."""
+    version = dict(versions)
+    return analytics.provider_order(
+        p for part in analytics.FIGURES for lo, hi, settled in analytics.settled_split(since, until, part)
+        for p in _piece_providers(url, version.get(rollups.SETTLED[part] if settled else part, 0), part, lo, hi))
+
+
+@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=32, show_spinner=False)
+def _piece_providers(url: str, version: int, part: str, since: datetime, until: datetime) -> list[str]:
+    return analytics.providers_seen(get_store(url), part, since, until)
+
+
+def _piece(part: str, raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A piece of one part as read, with a digest per source of figures (``analytics.piece_sources``), made
+    once when the piece is read (and cached with it)."""
+    return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
 def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-          ) -> dict[str, Any]:
+          ) -> tuple[dict[str, Any], dict[str, str]]:
     """What one part reads for ``[since, until)`` (the days still being written), summed by the database, for
-    this version of its rollups."""
-    return analytics.read_part(get_store(url), part, since, until, providers)
+    this version of its rollups, and its sources' digests (:func:`_piece`)."""
+    return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
 
 
 @st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
 def _settled_rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-                  ) -> dict[str, Any]:
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
     """:func:`_rows` of the settled days, for this settled version (kept apart: a write today does not push
     them out)."""
-    return analytics.read_part(get_store(url), part, since, until, providers)
+    return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
@@ -71,21 +87,22 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
           ) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for these rollup
     versions. The settled days (``analytics.settled_split``) are read again only when their own version
-    moves, the days still being written whenever the part's does; each table is computed again only when its own
-    inputs changed (``_figure``)."""
+    moves, the days still being written whenever the part's does; each table is computed again only when its
+    own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
+    made when it was read) and, for a flow's conversations, the frame's column types."""
     version = dict(versions)
-    raws = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
-            _rows(url, version.get(part, 0), part, lo, hi, providers)
-            for lo, hi, settled in analytics.settled_split(since, until, part)]
-    frames = analytics.shape(part, raws)
+    pieces = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
+              _rows(url, version.get(part, 0), part, lo, hi, providers)
+              for lo, hi, settled in analytics.settled_split(since, until, part)]
+    frames = analytics.shape(part, [raw for raw, _ in pieces])
+    types = [str(frames.conversations.dtypes.to_dict())]  # one frame holds every flow: their types are shared
+    sources = {source: digest_of([piece[source] for _, piece in pieces] +
+                                 (types if source in ("knowledge", "diagnosis") else []))
+               for source in pieces[0][1]} if pieces else {}
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
-    sources: dict[str, str] = {}  # each source digested once (three tables read a flow's conversations)
     for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
-        source = analytics.FIGURE_SOURCES[name]
-        if source not in sources:
-            sources[source] = digest_of(analytics.figure_source(frames, source))
-        digests[name] = sources[source]
+        digests[name] = sources.get(analytics.FIGURE_SOURCES[name], "")
         tables[name] = _figure(name, digests[name], frames)
     return tables, digests
 
