@@ -279,7 +279,8 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
         "latency": _histograms(_rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency "
                                            f"WHERE {where} GROUP BY {series}, bucket", params, bool(providers))),
         "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
-                                for day, task, provider, version, tasks, first in hourly], columns=HOURLY_COLUMNS),
+                                for day, task, provider, version, tasks, first in hourly], columns=HOURLY_COLUMNS,
+                               dtype=object),  # Python values: quality_over_time reads them as such
         "methods": [(task, method, int(tasks)) for task, method, tasks in methods],
         "errors": [(error, int(calls)) for error, calls in errors],
     }
@@ -737,10 +738,9 @@ def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo") -> pd.DataFrame
         return pd.DataFrame()
     zone, days_of = ZoneInfo(tz), {}
     sums: dict[tuple[datetime, str], list[int]] = {}
-    for hour, task, provider, version, tasks, first in zip(*(hourly[c].tolist() for c in (
-            "hour", "task", "provider", "prompt_version", "tasks", "first_try_valid"))):
-        if not all(_present(v) for v in (hour, task, provider, version)):
-            continue  # as groupby: a missing key is left out
+    for hour, task, provider, version, tasks, first in zip(*(hourly[c].tolist() for c in HOURLY_COLUMNS)):
+        if type(hour) is not str or type(task) is not str or type(provider) is not str or type(version) is not str:
+            continue  # a missing key (None, NaN): left out, as groupby does
         day = days_of.get(hour)
         if day is None:
             local = datetime.fromisoformat(f"{hour}:00:00+00:00").astimezone(zone)
@@ -748,13 +748,16 @@ def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo") -> pd.DataFrame
         total = sums.setdefault((day, f"{task} · {provider} · {version}"), [0, 0])
         total[0] += first
         total[1] += tasks
+    if not sums:
+        return pd.DataFrame()
     days = sorted({day for day, _ in sums})
     series = sorted({name for _, name in sums})
     row, column = {day: i for i, day in enumerate(days)}, {name: j for j, name in enumerate(series)}
+    at = (np.array([row[day] for day, _ in sums], dtype=int), np.array([column[name] for _, name in sums], dtype=int))
     first_valid = np.full((len(days), len(series)), np.nan)
     tasks = np.full((len(days), len(series)), np.nan)
-    for (day, name), (first, n) in sums.items():
-        first_valid[row[day], column[name]], tasks[row[day], column[name]] = first, n
+    first_valid[at] = [first for first, _ in sums.values()]
+    tasks[at] = [n for _, n in sums.values()]
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.round(first_valid / tasks, 3)
     return pd.DataFrame(share, index=pd.DatetimeIndex(days, name="day").as_unit("us"),
