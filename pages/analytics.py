@@ -5,6 +5,7 @@ the store changes); this page only labels and draws them."""
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -15,7 +16,7 @@ from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
 from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
-from core.text.spreadsheet import csv_bytes, safe_frame
+from core.text.spreadsheet import csv_bytes, safe_cell
 from ui import cache, review_quality
 from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 from ui.session import leave_pages_directory_mode
@@ -74,14 +75,26 @@ def task_label(task: str) -> str:
 
 
 def labelled(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with Japanese values and column names, as shown and downloaded."""
-    shown = table.copy()
-    for column, labels in VALUES.items():
-        if column in shown:
-            shown[column] = shown[column].map(lambda v, m=labels: m.get(v, v))
-    if "task" in shown:
-        shown["task"] = shown["task"].map(task_label)
-    return shown.rename(columns={**COLUMNS, **METHODS})
+    """``table`` with Japanese values and column names, as shown and downloaded, and safe for a spreadsheet
+    (``safe_frame``: every text cell, column name and index value through ``safe_cell``), made in one
+    DataFrame from the columns' values (the page labels a table again after every write that changes it)."""
+    names = {**COLUMNS, **METHODS}
+    data: dict[int, Any] = {}
+    for i, column in enumerate(table.columns):
+        values = table.iloc[:, i]
+        text = values.dtype == object or pd.api.types.is_string_dtype(values.dtype)
+        if column in VALUES or column == "task" or text:
+            cells = values.tolist()
+            if column in VALUES:
+                cells = [VALUES[column].get(v, v) for v in cells]
+            if column == "task":
+                cells = [task_label(v) for v in cells]
+            values = pd.Series([safe_cell(v) for v in cells], dtype=object, index=table.index)
+        data[i] = values
+    shown = pd.DataFrame(data, index=table.index)
+    shown.columns = [safe_cell(names.get(c, c)) for c in table.columns]
+    shown.index = table.index.map(safe_cell)
+    return shown
 
 
 @st.cache_data(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
@@ -90,19 +103,21 @@ def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
     questions' times in JST."""
     if name == "faq_top_not_found":
         _table = _table.assign(last_asked=_table["last_asked"].map(jst))
-    return safe_frame(labelled(_table))
+    return labelled(_table)
 
 
 @st.cache_data(ttl=cache.TTL_SECONDS, max_entries=16, show_spinner=False)
 def labelled_all(key: tuple, _figures: dict, _digests: dict) -> dict[str, pd.DataFrame]:
-    """Every table labelled, once per set of figures (``key`` names them); each table again only when its
-    content changed."""
-    tables = {name: labelled_one(name, _digests[name], table) for name, table in _figures.items()}
+    """Every table shown labelled, once per set of figures (``key`` names them); each table again only when
+    its content changed. A table that is only charted (``CHARTED``) is not labelled."""
+    tables = {name: labelled_one(name, _digests[name], table) for name, table in _figures.items()
+              if name not in CHARTED}
     tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
 
 
 SOURCES = {"faq_not_found": "faq_top_not_found"}  # a shown table → the figure it is made from
+CHARTED = {"quality_over_time"}  # drawn as a chart from the figure itself, not shown as a table
 
 
 def show(name: str, *, index: bool = False) -> pd.DataFrame:
