@@ -511,27 +511,13 @@ FIGURES = {"conversations": ("interview_funnel", "turns_to_phase", "phase_dropof
            "calls": ("model_quality", "quality_over_time", "method_mix", "error_types")}
 
 
-# What each table is computed from: a table is computed again only when its source changed (``ui.cache``).
+# What each table is computed from (:func:`piece_sources`): a table is computed again only when its source
+# changed (``ui.cache``).
 FIGURE_SOURCES = {"interview_funnel": "knowledge", "turns_to_phase": "knowledge", "phase_dropoff": "knowledge",
                   "diagnosis_summary": "diagnosis", "diagnosis_outcomes": "diagnosis",
                   "diagnosis_end_steps": "diagnosis", "entries_confirmed": "entries", "faq_rates": "faq",
                   "faq_top_not_found": "not_found", "model_quality": "quality", "quality_over_time": "hourly",
                   "method_mix": "methods", "error_types": "errors"}
-
-
-def figure_source(frames: Frames, source: str) -> list[Any]:
-    """The slice of ``frames`` named ``source`` (``FIGURE_SOURCES``): a flow's conversations, or one table."""
-    if source in ("knowledge", "diagnosis"):
-        conversations = frames.conversations
-        return [conversations[conversations["flow"] == source].drop(columns="created_at", errors="ignore")]
-    return [frames.errors, frames.calls] if source == "errors" else [getattr(frames, source)]
-
-
-def figure_inputs(frames: Frames, name: str) -> list[Any]:
-    """What the figure ``name`` is computed from (a slice of ``frames``): equal inputs, equal figure. A chat
-    turn in an FAQ conversation changes the FAQ figures' inputs only, so the interview and diagnosis
-    figures are not computed again (``ui.cache``)."""
-    return figure_source(frames, FIGURE_SOURCES[name])
 
 
 def figure(frames: Frames, name: str) -> pd.DataFrame:

@@ -41,8 +41,12 @@ def _url() -> str:
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
 @st.cache_data(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
-def _figure(name: str, inputs: str, _frames: analytics.Frames) -> Any:
-    return analytics.figure(_frames, name)
+def _figure(name: str, inputs: str, _frames: analytics.Frames) -> tuple[Any, str]:
+    """The table ``name`` computed from ``_frames`` (``inputs`` names its inputs) and a digest of the table
+    itself: a table whose inputs changed but whose content did not (a share that rounds the same) is not
+    labelled or drawn again."""
+    table = analytics.figure(_frames, name)
+    return table, digest(table)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
@@ -85,7 +89,7 @@ def _settled_rows(url: str, version: int, part: str, since: datetime, until: dat
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
           ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for these rollup
+    """The tables of one part of 分析 (``analytics.FIGURES``) and their contents' digests, for these rollup
     versions. The settled days (``analytics.settled_split``) are read again only when their own version
     moves, the days still being written whenever the part's does; each table is computed again only when its
     own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
@@ -102,14 +106,13 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
-        digests[name] = sources.get(analytics.FIGURE_SOURCES[name], "")
-        tables[name] = _figure(name, digests[name], frames)
+        tables[name], digests[name] = _figure(name, sources.get(analytics.FIGURE_SOURCES[name], ""), frames)
     return tables, digests
 
 
 def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
                ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
+    """Every table of the period and its content's digest, for these rollup versions: a rerun with nothing new
     is one cache hit per part. After a write, only the part whose rollups changed is read again (its days
     still being written, unless a settled day changed too), and only the tables whose own inputs changed are
     computed again."""
@@ -127,11 +130,11 @@ def _analytics(url: str, versions: tuple, since: datetime, until: datetime, prov
 def analytics_figures(since: datetime, until: datetime, providers: list[str]
                       ) -> tuple[tuple, dict[str, Any], dict[str, str]]:
     """``(key, tables, digests)``: every table of 分析 for the period (``core.analytics`` function name →
-    table), a key that names exactly these tables, and per table a digest of its inputs (a name for its
-    content, for :func:`replay`). What was written since the last look is counted first (the store's
+    table), a key that names exactly these tables, and per table a digest of its content (for
+    :func:`replay` and the labelled tables: a table that did not change is not labelled or drawn again). What was written since the last look is counted first (the store's
     rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is read again only when
     its own rollups changed, and each table is computed again only when its own inputs changed
-    (``analytics.figure_inputs``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
+    (``analytics.piece_sources``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
     url, versions = _url(), tuple(sorted(analytics.refresh(store()).items()))
     chosen = tuple(sorted(providers))
     tables, digests = _analytics(url, versions, since, until, chosen)

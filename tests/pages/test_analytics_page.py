@@ -133,7 +133,7 @@ def test_a_rerun_reads_only_the_rollup_versions_until_a_new_turn_is_stored(seede
 
 
 def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
-    """Each table is cached by its own inputs (core.analytics.figure_inputs): an FAQ exchange written by
+    """Each table is cached by its own inputs (core.analytics.piece_sources): an FAQ exchange written by
     another user recomputes the FAQ tables and leaves the interview, diagnosis and model-call tables as
     they were (counted, not timed)."""
     import streamlit as st
