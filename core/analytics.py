@@ -36,6 +36,7 @@ touches one of them (the rollups' ``SETTLED`` versions), and the rest, read agai
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
@@ -43,7 +44,6 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import bindparam, text
 
 from core.store import rollups
 from core.store.rollups import ANSWER_STEPS, PHASES, UNKNOWN
@@ -121,10 +121,7 @@ def _quantile(n: Any, lo: Any, hi: Any, q: float) -> float:
 
 
 def _query(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> pd.DataFrame:
-    statement = text(sql)
-    if providers:
-        statement = statement.bindparams(bindparam("providers", expanding=True))
-    result = conn.execute(statement, params)
+    result = conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params)
     columns = list(result.keys())  # plain tuples: pandas probes a Row's attributes one by one (slow)
     return pd.DataFrame([tuple(row) for row in result], columns=columns)
 
@@ -247,10 +244,7 @@ HOURLY_COLUMNS = ["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]
 
 
 def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[tuple]:
-    statement = text(sql)
-    if providers:
-        statement = statement.bindparams(bindparam("providers", expanding=True))
-    return [tuple(row) for row in conn.execute(statement, params)]
+    return [tuple(row) for row in conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params)]
 
 
 def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
@@ -559,7 +553,7 @@ def providers_seen(store: Store, part: str, since: str | date | datetime | None 
         sql = ("SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records "
                f"WHERE {_range('created_at', lo, hi)}")
     with store.engine.connect() as conn:
-        return [row[0] for row in conn.execute(text(sql), {"since": lo, "until": hi, "first": first, "last": last,
+        return [row[0] for row in conn.execute(rollups.statement(sql), {"since": lo, "until": hi, "first": first, "last": last,
                                                            "unknown": UNKNOWN}) if row[0] is not None]
 
 
@@ -652,7 +646,7 @@ def entries_confirmed(frames: Frames) -> pd.DataFrame:
 # ---- model quality (debug records) ----------------------------------------------------------------------
 def _present(value: Any) -> bool:
     """Whether a cell holds a value (not ``None`` / NaN): what pandas' ``groupby`` keeps as a key."""
-    return value is not None and value == value
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def model_quality(frames: Frames) -> pd.DataFrame:

@@ -18,8 +18,8 @@ from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
 from core.text.spreadsheet import csv_bytes, safe_cell
 from ui import cache, review_quality
-from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 from ui.session import leave_pages_directory_mode
+from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 

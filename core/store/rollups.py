@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime, time, timedelta, timezone
+from functools import cache, lru_cache
 from itertools import zip_longest
 from typing import Any, Iterable
 
@@ -408,6 +409,51 @@ def mark_everything(conn: Any) -> None:
     conn.execute(text("INSERT INTO rollup_dirty(day) SELECT DISTINCT substr(created_at, 1, 10) FROM debug_records"))
 
 
+# ---- statements built once (the refresh runs after every write: building and parsing them was most of its
+# Python time, issue #25) ------------------------------------------------------------------------------------
+@lru_cache(maxsize=256)
+def statement(sql: str, *expanding: str) -> Any:
+    """``text(sql)`` built once per SQL (its bind parameters parsed once); ``expanding``: the parameters that
+    take a list (``IN :name``)."""
+    clause = text(sql)
+    return clause.bindparams(*(bindparam(name, expanding=True) for name in expanding)) if expanding else clause
+
+
+@cache
+def _core(name: str, table: str | None = None) -> Any:
+    """The refresh's Core statements, built once (parameters bound by name at execution)."""
+    ids = bindparam("ids", expanding=True)
+    dirty, versions = t.rollup_dirty, t.rollup_versions
+    if name == "pending":
+        return select(dirty.c.id).limit(1)
+    if name == "versions":
+        return select(versions)
+    if name == "marks":
+        return select(dirty.c.conversation_id, dirty.c.day).distinct()
+    if name == "take_conversations":
+        return delete(dirty).where(dirty.c.conversation_id.in_(ids))
+    if name == "take_days":
+        return delete(dirty).where(dirty.c.day.in_(ids)).returning(dirty.c.day, dirty.c.record_id)
+    if name == "bump":
+        return update(versions).where(versions.c.name == bindparam("version")).values(value=versions.c.value + 1)
+    if name == "record_conversations":
+        return select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(ids))
+    if name == "delete_conversations":
+        return delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids))
+    if name == "delete_faq":
+        return delete(t.rollup_faq).where(t.rollup_faq.c.conversation_id.in_(ids))
+    if name == "insert":
+        return insert(getattr(t, table))
+    if name == "delete_ids":
+        rollup = getattr(t, table)
+        return delete(rollup).where(rollup.c.id.in_(ids))
+    if name == "stored":  # a day's rows of a call rollup whose first key column is among ``ids``
+        rollup, keys = _TABLES[table], _KEYS[table]
+        return (select(rollup.c.id, *(rollup.c[c] for c in keys + _COUNTED[table]))
+                .where(rollup.c.day == bindparam("day"), rollup.c[keys[0]].in_(ids)))
+    raise KeyError(name)
+
+
 # ---- the refresh -----------------------------------------------------------------------------------------
 def _chunks(items: list, size: int) -> Iterable[list]:
     for i in range(0, len(items), size):
@@ -420,18 +466,18 @@ class RollupsStore:
     def rollups_pending(self) -> bool:
         """Whether a write is not counted yet (one index read)."""
         with self._read() as conn:
-            return conn.execute(select(t.rollup_dirty.c.id).limit(1)).first() is not None
+            return conn.execute(_core("pending")).first() is not None
 
     def rollup_versions(self) -> dict[str, int]:
         """``{"conversations": n, "calls": m}``: they change when a refresh changed those rollups."""
         with self._read() as conn:
-            return {name: int(value) for name, value in conn.execute(select(t.rollup_versions))}
+            return {name: int(value) for name, value in conn.execute(_core("versions"))}
 
     def refresh_rollups(self) -> dict[str, int]:
         """Recount the conversations and days written since the last refresh (``rollup_dirty``); returns how
         many of each were recounted."""
         with self._read() as conn:
-            marks = conn.execute(select(t.rollup_dirty.c.conversation_id, t.rollup_dirty.c.day).distinct()).all()
+            marks = conn.execute(_core("marks")).all()
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
         today = datetime.now(DAY_TZ).date()
@@ -440,12 +486,11 @@ class RollupsStore:
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
             with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
                 if ids:
-                    conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(ids)))
+                    conn.execute(_core("take_conversations"), {"ids": ids})
                 if marked:
                     if self.dialect == "postgresql":  # one refresh of the model calls at a time (see _add_records)
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
-                    taken = conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(marked))
-                                         .returning(t.rollup_dirty.c.day, t.rollup_dirty.c.record_id)).all()
+                        conn.execute(statement("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
+                    taken = conn.execute(_core("take_days"), {"ids": marked}).all()
                 if ids:
                     old = self._created_before(conn, ids, day_bounds(settled_before("conversations", today))[0])
                     self._recount_conversations(conn, ids)
@@ -468,16 +513,14 @@ class RollupsStore:
         """Whether any of the conversations ``ids`` was created before ``bound`` (its rollup row, or the
         conversation itself when it is not counted yet or no longer exists)."""
         params = {"ids": ids, "bound": bound}
-        statement = text("SELECT 1 FROM rollup_conversations WHERE id IN :ids AND created_at < :bound UNION ALL "
-                         "SELECT 1 FROM conversations WHERE id IN :ids AND created_at < :bound"
-                         ).bindparams(bindparam("ids", expanding=True))
-        return conn.execute(statement, params).first() is not None
+        return conn.execute(statement("SELECT 1 FROM rollup_conversations WHERE id IN :ids AND created_at < :bound "
+                                      "UNION ALL SELECT 1 FROM conversations WHERE id IN :ids AND created_at < :bound",
+                                      "ids"), params).first() is not None
 
     def _bump_rollups(self, conn: Any, *names: str) -> None:
         """Move the versions ``names`` (a settled version's row is made on its first bump)."""
         for name in names:
-            moved = conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == name)
-                                 .values(value=t.rollup_versions.c.value + 1)).rowcount
+            moved = conn.execute(_core("bump"), {"version": name}).rowcount
             if not moved:
                 dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
                 if dialect is None:
@@ -488,15 +531,14 @@ class RollupsStore:
     def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
         params = {"ids": ids, "unknown": UNKNOWN}
         cohort = cohort_sql(self.dialect, "c.id IN :ids")
-        expanding = [bindparam("ids", expanding=True)]
-        rows = conn.execute(text(cohort + CONVERSATIONS_SQL).bindparams(*expanding), params).mappings().all()
-        faq = conn.execute(text(cohort + FAQ_SQL).bindparams(*expanding), params).mappings().all()
-        conn.execute(delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids)))
-        conn.execute(delete(t.rollup_faq).where(t.rollup_faq.c.conversation_id.in_(ids)))
+        rows = conn.execute(statement(cohort + CONVERSATIONS_SQL, "ids"), params).mappings().all()
+        faq = conn.execute(statement(cohort + FAQ_SQL, "ids"), params).mappings().all()
+        conn.execute(_core("delete_conversations"), {"ids": ids})
+        conn.execute(_core("delete_faq"), {"ids": ids})
         if rows:
-            conn.execute(insert(t.rollup_conversations), [dict(r) for r in rows])
+            conn.execute(_core("insert", "rollup_conversations"), [dict(r) for r in rows])
         if faq:
-            conn.execute(insert(t.rollup_faq), [dict(r) for r in faq])
+            conn.execute(_core("insert", "rollup_faq"), [dict(r) for r in faq])
 
     def _recount_day(self, conn: Any, day: str) -> None:
         """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
@@ -512,7 +554,7 @@ class RollupsStore:
         counts so too); PostgreSQL: one refresh of the calls at a time (an advisory lock), both counts read
         in one statement each, a still-marked insert left out of both."""
         conversations = sorted({conversation or "" for conversation, in conn.execute(
-            select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(sorted(records))))})
+            _core("record_conversations"), {"ids": sorted(records)})})
         if not conversations:
             return  # deleted since (their delete marked the day: it is recounted)
         where = PENDING + " AND COALESCE(conversation_id, '') IN :conversations"
@@ -533,8 +575,7 @@ def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple]) -> No
     width = len(keys)
     narrowed = sorted({key[0] for key in moved})
     stored = {tuple(row[1:1 + width]): (row[0], tuple(int(v) for v in row[1 + width:])) for row in conn.execute(
-        select(table.c.id, *(table.c[c] for c in keys + counted))
-        .where(table.c.day == day, table.c[keys[0]].in_(narrowed)))}
+        _core("stored", name), {"day": day, "ids": narrowed})}
     gone, new = [], []
     for key, (now, then) in moved.items():
         zero = _zero(now or then)
@@ -545,9 +586,9 @@ def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple]) -> No
         if any(total):
             new.append({"day": day, **dict(zip(keys, key)), **dict(zip(counted, total))})
     if gone:
-        conn.execute(delete(table).where(table.c.id.in_(gone)))
+        conn.execute(_core("delete_ids", table.name), {"ids": gone})
     if new:
-        conn.execute(insert(table), new)
+        conn.execute(_core("insert", table.name), new)
 
 
 ADD_LIMIT = 500  # more inserted records than this on one day: recounting the day is as cheap (and one statement)
@@ -592,17 +633,17 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
     that day (a row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
     lo, hi = day_bounds(day)
     params: dict[str, Any] = {"since": lo, "until": hi, "unknown": UNKNOWN}
-    statement = text(calls_sql(where) + aggregates_sql(False))
+    expanding = []
     if conversations is not None:
         params["conversations"] = conversations
-        statement = statement.bindparams(bindparam("conversations", expanding=True))
+        expanding.append("conversations")
     if records is not None:
         params["records"] = records
-        statement = statement.bindparams(bindparam("records", expanding=True))
+        expanding.append("records")
     counts: dict[str, dict[tuple, tuple]] = {name: {} for name in _KEYS}
     errors: dict[tuple, int] = {}
     for kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms in conn.execute(
-            statement, params):
+            statement(calls_sql(where) + aggregates_sql(False), *expanding), params):
         if kind == "task":
             counts["tasks"][(task, provider, version)] = (
                 int(tasks), int(calls), int(first), int(valid), int(repairs or 0), 0)
