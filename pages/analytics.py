@@ -97,10 +97,10 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
+@st.cache_resource(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
 def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
     """One table labelled and safe for a spreadsheet, once per content (``content`` names it); the not-found
-    questions' times in JST."""
+    questions' times in JST. Kept as it is, not pickled (nothing changes a shown table)."""
     if name == "faq_top_not_found":
         _table = _table.assign(last_asked=_table["last_asked"].map(jst))
     return labelled(_table)

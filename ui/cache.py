@@ -40,11 +40,12 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
-@st.cache_data(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
+@st.cache_resource(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
 def _figure(name: str, inputs: str, _frames: analytics.Frames) -> tuple[Any, str]:
     """The table ``name`` computed from ``_frames`` (``inputs`` names its inputs) and a digest of the table
     itself: a table whose inputs changed but whose content did not (a share that rounds the same) is not
-    labelled or drawn again."""
+    labelled or drawn again. Kept as it is, not pickled (``st.cache_resource``: the callers never change a
+    table), so looking up the tables a write did not change costs no copy."""
     table = analytics.figure(_frames, name)
     return table, digest(table)
 
@@ -78,11 +79,11 @@ def _rows(url: str, version: int, part: str, since: datetime, until: datetime, p
     return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
 
 
-@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
+@st.cache_resource(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
 def _settled_rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
                   ) -> tuple[dict[str, Any], dict[str, str]]:
     """:func:`_rows` of the settled days, for this settled version (kept apart: a write today does not push
-    them out)."""
+    them out; kept as they are, not pickled: ``analytics.shape`` only reads them)."""
     return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
 
 

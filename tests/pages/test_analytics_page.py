@@ -139,6 +139,7 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     import streamlit as st
 
     st.cache_data.clear()  # a figure is cached by its inputs' digest: the same seeded store, the same key
+    st.cache_resource.clear()
     computed: list[str] = []
     real = analytics.figure
     monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real(frames, name))
@@ -198,6 +199,7 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
     from core.text.jst import JST
 
     st.cache_data.clear()
+    st.cache_resource.clear()  # the settled days' pieces
     reads: list[tuple[str, datetime]] = []
     real = analytics.read_part
     monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=():
