@@ -110,7 +110,7 @@ def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
 def labelled_all(key: tuple, _figures: dict, _digests: dict) -> dict[str, pd.DataFrame]:
     """Every table shown labelled, once per set of figures (``key`` names them); each table again only when
     its content changed. A table that is only charted (``CHARTED``) is not labelled."""
-    tables = {name: labelled_one(name, _digests[name], table) for name, table in _figures.items()
+    tables = {name: labelled_one(name=name, content=_digests[name], _table=table) for name, table in _figures.items()
               if name not in CHARTED}
     tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
@@ -122,14 +122,15 @@ CHARTED = {"quality_over_time"}  # drawn as a chart from the figure itself, not 
 
 def show(name: str, *, index: bool = False) -> pd.DataFrame:
     shown = tables[name]
-    cache.replay("dataframe", (name, digests[SOURCES.get(name, name)]), shown, hide_index=not index, width="stretch")
+    cache.replay(kind="dataframe", key=(name, digests[SOURCES.get(name, name)]), _data=shown, hide_index=not index,
+                 width="stretch")
     st.download_button("CSV をダウンロード", lambda: csv_bytes(shown, index=index),  # made on click
                        file_name=f"{name}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{name}")
     return shown
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    cache.replay(kind, (name, digests[name], repr(sorted(kwargs.items()))), data, **kwargs)
+    cache.replay(kind=kind, key=(name, digests[name], repr(sorted(kwargs.items()))), _data=data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):

@@ -57,7 +57,8 @@ def _providers(url: str, versions: tuple, since: datetime, until: datetime) -> l
     version = dict(versions)
     return analytics.provider_order(
         p for part in analytics.FIGURES for lo, hi, settled in analytics.settled_split(since, until, part)
-        for p in _piece_providers(url, version.get(rollups.SETTLED[part] if settled else part, 0), part, lo, hi))
+        for p in _piece_providers(url=url, version=version.get(rollups.SETTLED[part] if settled else part, 0),
+                                  part=part, since=lo, until=hi))
 
 
 @st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=32, show_spinner=False)
@@ -95,9 +96,10 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
     moves, the days still being written whenever the part's does; each table is computed again only when its
     own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
     made when it was read) and, for a flow's conversations, the frame's column types."""
-    version = dict(versions)
-    pieces = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
-              _rows(url, version.get(part, 0), part, lo, hi, providers)
+    version = dict(versions)  # cached functions called by keyword: Streamlit reads no signature to key them
+    pieces = [(_settled_rows if settled else _rows)(url=url, version=version.get(rollups.SETTLED[part] if settled
+                                                                                  else part, 0),
+                                                    part=part, since=lo, until=hi, providers=providers)
               for lo, hi, settled in analytics.settled_split(since, until, part)]
     frames = analytics.shape(part, [raw for raw, _ in pieces])
     types = [str(frames.conversations.dtypes.to_dict())]  # one frame holds every flow: their types are shared
@@ -107,7 +109,8 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
-        tables[name], digests[name] = _figure(name, sources.get(analytics.FIGURE_SOURCES[name], ""), frames)
+        tables[name], digests[name] = _figure(name=name, inputs=sources.get(analytics.FIGURE_SOURCES[name], ""),
+                                              _frames=frames)
     return tables, digests
 
 
