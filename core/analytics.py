@@ -135,10 +135,9 @@ def _japan_day(bound: str | None) -> str | None:
 
 
 def refresh(store: Store) -> dict[str, int]:
-    """Count what was written since the last look (``Store.refresh_rollups``, only when something was) and
-    return the rollups' versions: equal versions mean equal figures."""
-    if store.rollups_pending():
-        store.refresh_rollups()
+    """Count what was written since the last look (``Store.refresh_rollups``: with nothing written, one read
+    of the empty log) and return the rollups' versions: equal versions mean equal figures."""
+    store.refresh_rollups()
     return store.rollup_versions()
 
 
@@ -355,17 +354,20 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
-    faq = _rows(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
-                bool(chosen))
-    missed = _rows(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
-                         f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
+    faq: dict[str, int] = {}  # per outcome, and per not-found question (one statement for both)
+    missed = []
+    for outcome, question, exchanges, last in _rows(
+            conn, f"SELECT f.outcome, f.question, SUM(f.exchanges) AS exchanges, MAX(f.last_asked) AS last_asked "
+                  f"{joined} GROUP BY f.outcome, f.question", params, bool(chosen)):
+        faq[outcome] = faq.get(outcome, 0) + int(exchanges)
+        if outcome == "not_found":
+            missed.append((question, int(exchanges), last))
     flags = {GROUP_COLUMNS.index(c) for c in ("started", "finalized", "confirmed", "booked")}
     width = len(GROUP_COLUMNS) + 4  # the kind, n, answers, cited, citing
     kinds = [tuple(bool(int(v or 0)) if i in flags else int(v) if i == len(GROUP_COLUMNS) else v
                    for i, v in enumerate(row[:width])) for row in rows]
     return {"rows": kinds, "entries": [sum(int(row[i] or 0) for row in rows) for i in range(width, width + 6)],
-            "faq": [(outcome, int(exchanges)) for outcome, exchanges in faq],
-            "missed": [(question, int(count), last) for question, count, last in missed]}
+            "faq": list(faq.items()), "missed": missed}
 
 
 def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:

@@ -196,6 +196,11 @@ SELECT c.id, c.flow, c.created_at, c.started, c.provider,
 FROM cohort c LEFT JOIN knowledge k ON k.id = c.id LEFT JOIN diagnosis d ON d.id = c.id LEFT JOIN entries x ON x.id = c.id
 ORDER BY c.created_at, c.id"""
 
+CONVERSATION_ROW = ("id", "flow", "created_at", "started", "provider", "max_rank", "last_phase", "finalized",
+                    "confirmed", "to_draft", "to_finalize", "final_step", "urgency", "booked", "answers", "cited",
+                    "citing", "entries", "entries_draft", "entries_confirmed", "entries_archived", "entries_ever")
+FAQ_ROW = ("conversation_id", "outcome", "question", "exchanges", "last_asked")  # the columns FAQ_SQL selects
+
 FAQ_SQL = """
 SELECT t.conversation_id, COALESCE(t.step, :unknown) AS outcome,
   CASE WHEN t.step = 'not_found' THEN t.user_input END AS question, COUNT(*) AS exchanges,
@@ -435,7 +440,9 @@ def _core(name: str, table: str | None = None) -> Any:
     if name == "take_days":
         return delete(dirty).where(dirty.c.day.in_(ids)).returning(dirty.c.day, dirty.c.record_id)
     if name == "bump":
-        return update(versions).where(versions.c.name == bindparam("version")).values(value=versions.c.value + 1)
+        return update(versions).where(versions.c.name.in_(ids)).values(value=versions.c.value + 1)
+    if name == "version_names":
+        return select(versions.c.name).where(versions.c.name.in_(ids))
     if name == "record_conversations":
         return select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(ids))
     if name == "delete_conversations":
@@ -478,6 +485,8 @@ class RollupsStore:
         many of each were recounted."""
         with self._read() as conn:
             marks = conn.execute(_core("marks")).all()
+        if not marks:
+            return {"conversations": 0, "days": 0}
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
         today = datetime.now(DAY_TZ).date()
@@ -491,10 +500,11 @@ class RollupsStore:
                     if self.dialect == "postgresql":  # one refresh of the model calls at a time (see _add_records)
                         conn.execute(statement("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
                     taken = conn.execute(_core("take_days"), {"ids": marked}).all()
+                bumped: list[str] = []
                 if ids:
                     old = self._created_before(conn, ids, day_bounds(settled_before("conversations", today))[0])
                     self._recount_conversations(conn, ids)
-                    self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
+                    bumped += ["conversations", *([SETTLED["conversations"]] if old else [])]
                 if marked:
                     recount, added = _plan(taken)
                     recounted = sorted(set(recount) | set(added))
@@ -505,7 +515,8 @@ class RollupsStore:
                             self._add_records(conn, day, added[day])
                         days += 1
                     settled = recounted and recounted[0] < settled_before("calls", today)
-                    self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
+                    bumped += ["calls", *([SETTLED["calls"]] if settled else [])]
+                self._bump_rollups(conn, *bumped)
         return {"conversations": len(conversations), "days": days}
 
     @staticmethod
@@ -518,27 +529,31 @@ class RollupsStore:
                                       "ids"), params).first() is not None
 
     def _bump_rollups(self, conn: Any, *names: str) -> None:
-        """Move the versions ``names`` (a settled version's row is made on its first bump)."""
-        for name in names:
-            moved = conn.execute(_core("bump"), {"version": name}).rowcount
-            if not moved:
-                dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
+        """Move the versions ``names`` (one statement; a settled version's row is made on its first bump)."""
+        if not names:
+            return
+        moved = conn.execute(_core("bump"), {"ids": list(names)}).rowcount
+        if moved < len(names):
+            have = {name for name, in conn.execute(_core("version_names"), {"ids": list(names)})}
+            dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
+            for name in names:
+                if name in have:
+                    continue
                 if dialect is None:
                     conn.execute(insert(t.rollup_versions).values(name=name, value=1))
                 else:
                     conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
 
     def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
+        """The rollup rows of the conversations ``ids`` made again, computed and written by the database
+        (``INSERT … SELECT``: nothing comes back to Python)."""
         params = {"ids": ids, "unknown": UNKNOWN}
         cohort = cohort_sql(self.dialect, "c.id IN :ids")
-        rows = conn.execute(statement(cohort + CONVERSATIONS_SQL, "ids"), params).mappings().all()
-        faq = conn.execute(statement(cohort + FAQ_SQL, "ids"), params).mappings().all()
         conn.execute(_core("delete_conversations"), {"ids": ids})
         conn.execute(_core("delete_faq"), {"ids": ids})
-        if rows:
-            conn.execute(_core("insert", "rollup_conversations"), [dict(r) for r in rows])
-        if faq:
-            conn.execute(_core("insert", "rollup_faq"), [dict(r) for r in faq])
+        conn.execute(statement(f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) "
+                               + cohort + CONVERSATIONS_SQL, "ids"), params)
+        conn.execute(statement(f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) " + cohort + FAQ_SQL, "ids"), params)
 
     def _recount_day(self, conn: Any, day: str) -> None:
         """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
