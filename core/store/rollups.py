@@ -454,6 +454,10 @@ def _core(name: str, table: str | None = None) -> Any:
     if name == "delete_ids":
         rollup = getattr(t, table)
         return delete(rollup).where(rollup.c.id.in_(ids))
+    if name == "update_counts":  # a call rollup row's counts, by its id
+        rollup = _TABLES[table]
+        return (update(rollup).where(rollup.c.id == bindparam("row_id"))
+                .values({c: bindparam(c) for c in _COUNTED[table]}))
     if name == "stored":  # a day's rows of a call rollup whose first key column is among ``ids``
         rollup, keys = _TABLES[table], _KEYS[table]
         return (select(rollup.c.id, *(rollup.c[c] for c in keys + _COUNTED[table]))
@@ -585,23 +589,27 @@ class RollupsStore:
 def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple]) -> None:
     """Add ``now - then`` to the stored rows of ``day`` in the rollup ``name`` for each key of ``moved``
     (``{key: (now, then)}``, either ``None`` for nothing): only those keys' rows are read (narrowed by their
-    first column: a task or a provider) and rewritten; a key left counting nothing is no row."""
+    first column: a task or a provider) and updated in place, inserted or (left counting nothing) deleted."""
     table, keys, counted = _TABLES[name], _KEYS[name], _COUNTED[name]
     width = len(keys)
     narrowed = sorted({key[0] for key in moved})
     stored = {tuple(row[1:1 + width]): (row[0], tuple(int(v) for v in row[1 + width:])) for row in conn.execute(
         _core("stored", name), {"day": day, "ids": narrowed})}
-    gone, new = [], []
+    gone, changed, new = [], [], []
     for key, (now, then) in moved.items():
         zero = _zero(now or then)
         row_id, value = stored.get(key, (None, zero))
         total = _plus(value, now or zero, then or zero, -1)
-        if row_id is not None:
+        if row_id is not None and not any(total):
             gone.append(row_id)
-        if any(total):
+        elif row_id is not None:
+            changed.append({"row_id": row_id, **dict(zip(counted, total))})
+        elif any(total):
             new.append({"day": day, **dict(zip(keys, key)), **dict(zip(counted, total))})
     if gone:
         conn.execute(_core("delete_ids", table.name), {"ids": gone})
+    if changed:  # a stored row's counts moved: updated in place
+        conn.execute(_core("update_counts", name), changed)
     if new:
         conn.execute(_core("insert", table.name), new)
 

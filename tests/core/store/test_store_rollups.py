@@ -119,9 +119,9 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
 
 
 def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
-    """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts or
-    deletes), a chat turn's conversation and day are recounted in one transaction, and the rows kept equal a
-    recount of everything."""
+    """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts,
+    updates or deletes; a stored row is updated in place, one statement per table), a chat turn's conversation
+    and day are recounted in one transaction, and the rows kept equal a recount of everything."""
     for i in range(12):  # one day, several series, methods, outcomes and latency buckets
         cid = store.create_conversation("faq", operator)
         store.add_debug_record({**record(cid, latency=100.0 + 40 * i, provider=("openai", "offline")[i % 2],
@@ -133,10 +133,10 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
 
     def count(conn, cursor, statement, parameters, context, executemany):
         words = statement.split()
-        if words[0] in ("INSERT", "DELETE") and any(w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors",
-                                                                   "rollup_latency")) for w in words[:4]):
+        if words[0] in ("INSERT", "DELETE", "UPDATE") and any(
+                w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")) for w in words[:4]):
             rows = len(parameters) if executemany else 1
-            if words[0] == "DELETE":
+            if words[0] in ("DELETE", "UPDATE"):
                 rows = cursor.rowcount
             written.append((words[0], rows))
 
@@ -152,7 +152,9 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     assert len(commits) == 1  # the conversation and its day in one transaction
     inserted = sum(n for kind, n in written if kind == "INSERT")
     deleted = sum(n for kind, n in written if kind == "DELETE")
-    assert (inserted, deleted) == (3, 3)  # the series' tasks row, its method row, one latency bucket moved
+    updated = sum(n for kind, n in written if kind == "UPDATE")
+    assert (inserted, deleted, updated) == (0, 0, 3)  # the series' tasks row, its method row, one latency bucket
+    assert len(written) == 3  # one statement per rollup table moved
     kept_days = day_rows(store)
     with store._write() as conn:
         for name in rollups.ROLLUP_TABLES:
