@@ -713,35 +713,36 @@ def error_types(frames: Frames) -> pd.DataFrame:
 
 def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
     """First-try validity per day (in ``tz``) for each ``task · provider · prompt version``: a prompt change
-    shows up as a step. Index: the day; one column per series. Summed in plain Python (each distinct hour
-    converted once) and divided as one array."""
+    shows up as a step. Index: the day; one column per series. Each key column coded once (``factorize``),
+    the cells summed by ``bincount`` and divided as one array (this table changes with every model call)."""
     hourly = frames.hourly
     if hourly.empty:
         return pd.DataFrame()
-    zone, days_of = ZoneInfo(tz), {}
-    sums: dict[tuple[datetime, str], list[int]] = {}
-    for hour, task, provider, version, tasks, first in zip(*(hourly[c].tolist() for c in HOURLY_COLUMNS)):
-        if type(hour) is not str or type(task) is not str or type(provider) is not str or type(version) is not str:
-            continue  # a missing key (None, NaN): left out, as groupby does
-        day = days_of.get(hour)
-        if day is None:
-            local = datetime.fromisoformat(f"{hour}:00:00+00:00").astimezone(zone)
-            day = days_of[hour] = datetime.combine(local.date(), time())
-        total = sums.setdefault((day, f"{task} · {provider} · {version}"), [0, 0])
-        total[0] += first
-        total[1] += tasks
-    if not sums:
+    (hours, hour_of), (tasks, task_of), (providers, provider_of), (versions, version_of) = (
+        pd.factorize(hourly[c].to_numpy(dtype=object)) for c in HOURLY_COLUMNS[:4])  # -1: a missing value
+    keep = (hours >= 0) & (tasks >= 0) & (providers >= 0) & (versions >= 0)  # as groupby: a missing key is left out
+    if not keep.any():
         return pd.DataFrame()
-    days = sorted({day for day, _ in sums})
-    series = sorted({name for _, name in sums})
-    row, column = {day: i for i, day in enumerate(days)}, {name: j for j, name in enumerate(series)}
-    at = (np.array([row[day] for day, _ in sums], dtype=int), np.array([column[name] for _, name in sums], dtype=int))
-    first_valid = np.full((len(days), len(series)), np.nan)
-    tasks = np.full((len(days), len(series)), np.nan)
-    first_valid[at] = [first for first, _ in sums.values()]
-    tasks[at] = [n for _, n in sums.values()]
+    zone = ZoneInfo(tz)  # each distinct hour converted once
+    local = [datetime.combine(datetime.fromisoformat(f"{h}:00:00+00:00").astimezone(zone).date(), time())
+             for h in hour_of]
+    days = sorted(set(local))
+    day_at = np.array([days.index(day) for day in local], dtype=int)[hours[keep]]
+    combos, combo_of = pd.factorize((tasks[keep] * len(provider_of) + providers[keep]) * len(version_of)
+                                    + versions[keep])
+    width = len(version_of)
+    names = [f"{task_of[c // (len(provider_of) * width)]} · {provider_of[c // width % len(provider_of)]}"
+             f" · {version_of[c % width]}" for c in combo_of]
+    series = sorted(set(names))
+    series_at = np.array([series.index(name) for name in names], dtype=int)[combos]
+    cell, size = day_at * len(series) + series_at, len(days) * len(series)
+    present = np.bincount(cell, minlength=size) > 0
+    first_valid = np.where(present, np.bincount(cell, hourly["first_try_valid"].to_numpy(dtype=float)[keep], size),
+                           np.nan).reshape(len(days), len(series))
+    tasks_sum = np.where(present, np.bincount(cell, hourly["tasks"].to_numpy(dtype=float)[keep], size),
+                         np.nan).reshape(len(days), len(series))
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.round(first_valid / tasks, 3)
+        share = np.round(first_valid / tasks_sum, 3)
     return pd.DataFrame(share, index=pd.DatetimeIndex(days, name="day").as_unit("us"),
                         columns=pd.Index(series, name="series"))
 
