@@ -537,26 +537,31 @@ def provider_options(store: Store, since: str | date | datetime | None = None,
                      until: str | date | datetime | None = None) -> list[str]:
     """The providers seen in the range (its conversations' and its model calls'), for the filter."""
     refresh(store)
-    return provider_order(p for part in PARTS for p in providers_seen(store, part, since, until))
+    return provider_order(providers_seen(store, {part: (since, until) for part in PARTS}))
 
 
-def providers_seen(store: Store, part: str, since: str | date | datetime | None = None,
-                   until: str | date | datetime | None = None) -> list[str]:
-    """The providers one part names in the range: its conversations' (``conversations``) or its model calls'
-    (``calls``: from the day rollups for whole Japan days, else from the records). Does not refresh."""
-    lo, hi = utc_bound(since), utc_bound(until, end=True)
-    first, last = _japan_day(lo), _japan_day(hi)
-    days = " AND ".join(["1 = 1"] + (["day >= :first"] if first else []) + (["day < :last"] if last else []))
-    if part == "conversations":
-        sql = f"SELECT DISTINCT provider FROM rollup_conversations WHERE {_range('created_at', lo, hi)}"
-    elif (lo is None or first) and (hi is None or last):
-        sql = f"SELECT DISTINCT provider FROM rollup_tasks WHERE tasks > 0 AND {days}"
-    else:
-        sql = ("SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records "
-               f"WHERE {_range('created_at', lo, hi)}")
+def providers_seen(store: Store, ranges: dict[str, tuple[Any, Any]]) -> list[str]:
+    """The providers the parts name in their ranges (``{part: (since, until)}``), in one statement: the
+    conversations' (``conversations``), the model calls' (``calls``: from the day rollups for whole Japan
+    days, else from the records). Does not refresh."""
+    selects, params = [], {"unknown": UNKNOWN}
+    for i, (part, (since, until)) in enumerate(ranges.items()):
+        lo, hi = utc_bound(since), utc_bound(until, end=True)
+        first, last = _japan_day(lo), _japan_day(hi)
+        params.update({f"since{i}": lo, f"until{i}": hi, f"first{i}": first, f"last{i}": last})
+        moments = " AND ".join(["1 = 1"] + ([f"created_at >= :since{i}"] if lo else []) +
+                               ([f"created_at < :until{i}"] if hi else []))
+        days = " AND ".join(["1 = 1"] + ([f"day >= :first{i}"] if first else []) + ([f"day < :last{i}"] if last else []))
+        if part == "conversations":
+            selects.append(f"SELECT DISTINCT provider FROM rollup_conversations WHERE {moments}")
+        elif (lo is None or first) and (hi is None or last):
+            selects.append(f"SELECT DISTINCT provider FROM rollup_tasks WHERE tasks > 0 AND {days}")
+        else:
+            selects.append(f"SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records WHERE {moments}")
+    if not selects:
+        return []
     with store.engine.connect() as conn:
-        return [row[0] for row in conn.execute(rollups.statement(sql), {"since": lo, "until": hi, "first": first, "last": last,
-                                                           "unknown": UNKNOWN}) if row[0] is not None]
+        return [row[0] for row in conn.execute(rollups.statement(" UNION ".join(selects)), params) if row[0] is not None]
 
 
 def provider_order(providers: Iterable[str]) -> list[str]:

@@ -106,11 +106,10 @@ def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
     return labelled(_table)
 
 
-@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=16, show_spinner=False)
-def labelled_all(key: tuple, _figures: dict, _digests: dict) -> dict[str, pd.DataFrame]:
-    """Every table shown labelled, once per set of figures (``key`` names them); each table again only when
-    its content changed. A table that is only charted (``CHARTED``) is not labelled."""
-    tables = {name: labelled_one(name=name, content=_digests[name], _table=table) for name, table in _figures.items()
+def labelled_all(figures: dict, digests: dict) -> dict[str, pd.DataFrame]:
+    """Every table shown labelled, each again only when its content changed (``labelled_one``: one lookup per
+    table, nothing pickled). A table that is only charted (``CHARTED``) is not labelled."""
+    tables = {name: labelled_one(name=name, content=digests[name], _table=table) for name, table in figures.items()
               if name not in CHARTED}
     tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
@@ -148,8 +147,8 @@ start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers", select_all=False)
-key, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
-tables = labelled_all(key, figures, digests)
+_, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
+tables = labelled_all(figures, digests)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 

@@ -53,17 +53,22 @@ def _figure(name: str, inputs: str, _frames: analytics.Frames) -> tuple[Any, str
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
 def _providers(url: str, versions: tuple, since: datetime, until: datetime) -> list[str]:
     """The filter's providers for these rollup versions: each part's settled days are read again only when
-    their own version moves (as :func:`_part`), the days still being written whenever the part's does."""
-    version = dict(versions)
-    return analytics.provider_order(
-        p for part in analytics.FIGURES for lo, hi, settled in analytics.settled_split(since, until, part)
-        for p in _piece_providers(url=url, version=version.get(rollups.SETTLED[part] if settled else part, 0),
-                                  part=part, since=lo, until=hi))
+    their own version moves (as :func:`_part`), the days still being written (both parts' in one statement)
+    whenever these versions do."""
+    version, seen, fresh = dict(versions), [], {}
+    for part in analytics.FIGURES:
+        for lo, hi, settled in analytics.settled_split(since, until, part):
+            if settled:
+                seen += _settled_providers(url=url, version=version.get(rollups.SETTLED[part], 0), part=part,
+                                           since=lo, until=hi)
+            else:
+                fresh[part] = (lo, hi)
+    return analytics.provider_order(seen + analytics.providers_seen(get_store(url), fresh))
 
 
-@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=32, show_spinner=False)
-def _piece_providers(url: str, version: int, part: str, since: datetime, until: datetime) -> list[str]:
-    return analytics.providers_seen(get_store(url), part, since, until)
+@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
+def _settled_providers(url: str, version: int, part: str, since: datetime, until: datetime) -> list[str]:
+    return analytics.providers_seen(get_store(url), {part: (since, until)})
 
 
 def _piece(part: str, raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
