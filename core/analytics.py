@@ -255,24 +255,26 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
     series = ", ".join(QUALITY_KEYS)
-    # a day's row of 0 tasks holds failed calls of a series that started no task that day: not shown
-    sums = ", ".join(f"SUM({c}) AS {c}" if c != "error_calls" else
-                     "SUM(CASE WHEN tasks > 0 THEN error_calls ELSE 0 END) AS error_calls" for c in CALL_SUMS)
-    hourly = _rows(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where} AND tasks > 0",
-                   params, bool(providers))
-    hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in hourly}}  # quality_over_time: that day
+    # a day's row of 0 tasks holds only failed calls of a series that started no task that day: not shown, so
+    # the rows with tasks are all there is to sum (per series here, per day for the chart)
+    days = _rows(conn, f"SELECT day, {series}, {', '.join(CALL_SUMS)} FROM rollup_tasks WHERE {where} AND tasks > 0",
+                 params, bool(providers))
+    hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in days}}  # quality_over_time: that day
+    totals: dict[tuple, list[int]] = {}
+    for day, task, provider, version, *values in days:
+        sums = totals.setdefault((task, provider, version), [0] * len(CALL_SUMS))
+        for i, value in enumerate(values):
+            sums[i] += int(value or 0)
     methods = _rows(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
                           "GROUP BY task, method", params, bool(providers))
     errors = _rows(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
                          "GROUP BY error_type", params, bool(providers))
     return {
-        "sums": [(task, provider, version, *(int(v or 0) for v in values)) for task, provider, version, *values in _rows(
-            conn, f"SELECT {series}, {sums} FROM rollup_tasks WHERE {where} GROUP BY {series} HAVING SUM(tasks) > 0",
-            params, bool(providers))],
+        "sums": [(*key, *values) for key, values in totals.items()],
         "latency": _histograms(_rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency "
                                            f"WHERE {where} GROUP BY {series}, bucket", params, bool(providers))),
         "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
-                                for day, task, provider, version, tasks, first in hourly], columns=HOURLY_COLUMNS,
+                                for day, task, provider, version, tasks, _, first, *_ in days], columns=HOURLY_COLUMNS,
                                dtype=object),  # Python values: quality_over_time reads them as such
         "methods": [(task, method, int(tasks)) for task, method, tasks in methods],
         "errors": [(error, int(calls)) for error, calls in errors],
