@@ -6,6 +6,10 @@ with nothing new reads nothing from the database, and the first rerun after a wr
 cache holds a bounded number of entries (``max_entries``) for a bounded time (``ttl``), so the server's
 memory stays flat however many sessions come and go (a session keeps only its widget values), and a stamp
 that cannot be read (another database engine) is covered by the TTL alone.
+
+分析's intermediate values that nothing changes once made (the pieces read, the computed and labelled tables)
+are kept as they are (``st.cache_resource``, same bounds) instead of pickled in and out of the cache: after
+every write they are looked up, and copying them was a good part of the page's first run (issue #25).
 """
 from __future__ import annotations
 
@@ -77,11 +81,12 @@ def _piece(part: str, raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
     return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
 
 
-@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+@st.cache_resource(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
 def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
           ) -> tuple[dict[str, Any], dict[str, str]]:
     """What one part reads for ``[since, until)`` (the days still being written), summed by the database, for
-    this version of its rollups, and its sources' digests (:func:`_piece`)."""
+    this version of its rollups, and its sources' digests (:func:`_piece`); kept as it is, not pickled
+    (``analytics.shape`` only reads it)."""
     return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
 
 

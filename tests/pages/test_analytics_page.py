@@ -214,3 +214,38 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
     call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
     at.run()
     assert not at.exception and sorted(reads) == [("calls", cut["calls"]), ("conversations", cut["conversations"])]
+
+
+def test_after_a_write_a_table_is_drawn_again_only_when_its_content_changed(seeded, monkeypatch):
+    """Another model call of a series whose day share does not move recomputes the model-call tables (their
+    inputs changed) but draws again only those whose content changed: the quality table (one call more), not
+    the chart of first-try validity per day (still 100 % today). Counted, not timed (issue #25)."""
+    import streamlit as st
+
+    from ui import charts
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = page()
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    cid = conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
+    call(seeded, cid, "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
+    at.run()  # the series is new today: everything it feeds is drawn
+    computed: list[str] = []
+    real_figure = analytics.figure
+    monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real_figure(frames, name))
+    charted: list[str] = []
+    real_spec = charts.spec
+    monkeypatch.setattr(charts, "spec", lambda kind, data, **kw: charted.append(kind) or real_spec(kind, data, **kw))
+    drawn: list[list[str]] = []
+    real_dataframe = st.dataframe
+    monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(list(data.columns)) or real_dataframe(data, **kw))
+    before = [d.value for d in at.dataframe]
+    call(seeded, cid, "faq", "answered", "offline", 1, "call", "ok", "structured_output", 90, time=now)
+    at.run()
+    assert not at.exception
+    assert {"model_quality", "quality_over_time", "method_mix", "error_types"} <= set(computed)
+    assert "line" not in charted  # quality_over_time: recomputed, the same table, not drawn again
+    changed = [list(b.columns) for a, b in zip(before, (d.value for d in at.dataframe)) if not a.equals(b)]
+    assert changed and sorted(drawn) == sorted(changed)  # exactly the tables whose content changed
+    assert len(drawn) < len(before)

@@ -220,6 +220,55 @@ def test_an_inserted_record_is_added_to_its_day_from_its_conversations_calls_alo
     assert day_rows(store) == recount_everything(store)
 
 
+def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_holds(store, operator):
+    """After another user's FAQ exchange (a conversation, its exchange, its model call) the refresh runs the
+    same few statements whether the day holds 3 or 40 conversations' calls (counted, never timed; issue #25):
+    the log read and taken, the conversation's rows made again by ``INSERT … SELECT`` (nothing read back), its
+    calls counted without and with the record, per call rollup table the moved keys' stored rows read (never a
+    whole day's) and updated in place, the versions bumped in one statement; PostgreSQL also takes its lock."""
+    from core.store.chat_sync import faq_columns
+
+    def exchange() -> None:
+        cid = store.create_conversation("faq", operator)
+        entry = {"user": "オイル交換の目安は？", "message": "回答", "outcome": "answered", "provider": "openai",
+                 "citations": ["kb-001"]}
+        columns = faq_columns(entry)
+        columns.pop("role")
+        store.append_turn(cid, entry, role="exchange", author=operator, **columns)
+        store.add_debug_record(record(cid), operator)
+
+    def refresh_statements() -> list[str]:
+        seen: list[str] = []
+        listener = (lambda conn, cursor, statement, *args: seen.append(" ".join(statement.split()))
+                    if statement.split()[0] not in ("BEGIN", "COMMIT") else None)
+        event.listen(store.engine, "before_cursor_execute", listener)
+        try:
+            assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+        finally:
+            event.remove(store.engine, "before_cursor_execute", listener)
+        return seen
+
+    for _ in range(3):
+        exchange()
+    store.refresh_rollups()
+    exchange()
+    few = refresh_statements()
+    for i in range(37):  # the same day, more conversations, series and latency buckets
+        cid = store.create_conversation("faq", operator)
+        store.add_debug_record({**record(cid, latency=100.0 + 30 * i, provider=("openai", "offline")[i % 2]),
+                                "step": f"s{i % 4}"}, operator)
+    store.refresh_rollups()
+    exchange()
+    many = refresh_statements()
+    assert len(few) == len(many) == 18 + (store.dialect == "postgresql"), many
+    calls = ("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")
+    reads = [s for s in many if s.startswith("SELECT") and any(f"FROM {name}" in s for name in calls)]
+    assert len(reads) == 3 and all(" IN (" in s for s in reads), reads  # the moved keys' rows only
+    assert sum(s.startswith("UPDATE") and any(name in s.split()[1] for name in calls) for s in many) == 3
+    assert not any(s.startswith("WITH cohort") for s in many)  # the conversation's rows: INSERT … SELECT only
+    assert day_rows(store) == recount_everything(store)
+
+
 def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, operator):
     """The refresh deletes its marks before it reads: a turn written meanwhile (PostgreSQL: at once; SQLite:
     queued behind the refresh's transaction) leaves its own mark, and the next refresh counts it."""
