@@ -256,28 +256,33 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
     series = ", ".join(QUALITY_KEYS)
     # a day's row of 0 tasks holds only failed calls of a series that started no task that day: not shown, so
-    # the rows with tasks are all there is to sum (per series here, per day for the chart)
-    days = _rows(conn, f"SELECT day, {series}, {', '.join(CALL_SUMS)} FROM rollup_tasks WHERE {where} AND tasks > 0",
-                 params, bool(providers))
+    # the rows with tasks are all there is to sum (per series here, per day for the chart). One statement, its
+    # rows told apart by ``kind`` (each table's columns in the same places; NULL where a table has none).
+    text_null, none = "CAST(NULL AS TEXT)", ", ".join(["CAST(NULL AS INTEGER)"] * (len(CALL_SUMS) - 1))
+    rows = _rows(conn, f"""
+SELECT 'day' AS kind, day, {series}, CAST(NULL AS INTEGER) AS bucket, {', '.join(CALL_SUMS)}
+FROM rollup_tasks WHERE {where} AND tasks > 0
+UNION ALL SELECT 'method', {text_null}, task, {text_null}, method, NULL, SUM(tasks), {none}
+FROM rollup_methods WHERE {where} GROUP BY task, method
+UNION ALL SELECT 'error', {text_null}, {text_null}, {text_null}, error_type, NULL, SUM(calls), {none}
+FROM rollup_errors WHERE {where} GROUP BY error_type
+UNION ALL SELECT 'latency', {text_null}, {series}, bucket, SUM(calls), {none}
+FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(providers))
+    days = [row[1:5] + row[6:] for row in rows if row[0] == "day"]
     hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in days}}  # quality_over_time: that day
     totals: dict[tuple, list[int]] = {}
     for day, task, provider, version, *values in days:
         sums = totals.setdefault((task, provider, version), [0] * len(CALL_SUMS))
         for i, value in enumerate(values):
             sums[i] += int(value or 0)
-    methods = _rows(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
-                          "GROUP BY task, method", params, bool(providers))
-    errors = _rows(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
-                         "GROUP BY error_type", params, bool(providers))
     return {
         "sums": [(*key, *values) for key, values in totals.items()],
-        "latency": _histograms(_rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency "
-                                           f"WHERE {where} GROUP BY {series}, bucket", params, bool(providers))),
+        "latency": _histograms(row[2:7] for row in rows if row[0] == "latency"),
         "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
                                 for day, task, provider, version, tasks, _, first, *_ in days], columns=HOURLY_COLUMNS,
                                dtype=object),  # Python values: quality_over_time reads them as such
-        "methods": [(task, method, int(tasks)) for task, method, tasks in methods],
-        "errors": [(error, int(calls)) for error, calls in errors],
+        "methods": [(task, method, int(tasks)) for kind, _, task, _, method, _, tasks, *_ in rows if kind == "method"],
+        "errors": [(error, int(calls)) for kind, _, _, _, error, _, calls, *_ in rows if kind == "error"],
     }
 
 
