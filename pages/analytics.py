@@ -75,24 +75,18 @@ def task_label(task: str) -> str:
 
 
 def labelled(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with Japanese values and column names, as shown and downloaded, and safe for a spreadsheet
-    (``safe_frame``: every text cell, column name and index value through ``safe_cell``), made in one
-    DataFrame from the columns' values (the page labels a table again after every write that changes it)."""
-    names = {**COLUMNS, **METHODS}
+    """``table`` with Japanese values and column names, as shown and downloaded, safe for a spreadsheet (as
+    ``safe_frame``), made in one DataFrame from its columns' values (again after every write that changes it)."""
     data: dict[int, Any] = {}
     for i, column in enumerate(table.columns):
         values = table.iloc[:, i]
-        text = values.dtype == object or pd.api.types.is_string_dtype(values.dtype)
-        if column in VALUES or column == "task" or text:
-            cells = values.tolist()
-            if column in VALUES:
-                cells = [VALUES[column].get(v, v) for v in cells]
-            if column == "task":
-                cells = [task_label(v) for v in cells]
-            values = pd.Series([safe_cell(v) for v in cells], dtype=object, index=table.index)
+        if column in VALUES or column == "task" or values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
+            label = VALUES.get(column, {})
+            values = pd.Series([safe_cell(task_label(v) if column == "task" else label.get(v, v)) for v in values.tolist()],
+                               dtype=object, index=table.index)
         data[i] = values
     shown = pd.DataFrame(data, index=table.index)
-    shown.columns = [safe_cell(names.get(c, c)) for c in table.columns]
+    shown.columns = [safe_cell({**COLUMNS, **METHODS}.get(c, c)) for c in table.columns]
     shown.index = table.index.map(safe_cell)
     return shown
 
