@@ -173,7 +173,9 @@ CONVERSATIONS_SQL = f"""
     SUM(CASE WHEN e.status = 'archived' THEN 1 ELSE 0 END) AS entries_archived,
     SUM(CASE WHEN EXISTS (SELECT 1 FROM entry_history h WHERE h.entry_id = e.id AND h.action = 'confirm')
         THEN 1 ELSE 0 END) AS entries_ever
-  FROM knowledge_entries e JOIN cohort c ON c.id = e.conversation_id GROUP BY e.conversation_id
+  FROM knowledge_entries e JOIN cohort c ON c.id = e.conversation_id
+  WHERE e.conversation_id IN (SELECT id FROM cohort)  -- read by its index: SQLite would scan every entry
+  GROUP BY e.conversation_id
 )
 SELECT c.id, c.flow, c.created_at, c.started, c.provider,
   k.max_rank,
@@ -576,7 +578,8 @@ class RollupsStore:
             _core("record_conversations"), {"ids": sorted(records)})})
         if not conversations:
             return  # deleted since (their delete marked the day: it is recounted)
-        where = PENDING + " AND COALESCE(conversation_id, '') IN :conversations"
+        where = PENDING + (" AND COALESCE(conversation_id, '') IN :conversations" if "" in conversations else
+                           " AND conversation_id IN :conversations")  # by its index, not the day's records
         before = _day_counts(conn, day, where + " AND id NOT IN :records", conversations, sorted(records))
         after = _day_counts(conn, day, where, conversations)
         for name in _TABLES:

@@ -269,6 +269,39 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     assert day_rows(store) == recount_everything(store)
 
 
+def test_a_chat_turns_refresh_reads_its_conversation_by_index_not_every_entry_or_the_days_records(tmp_path, operator):
+    """The statements of a chat turn's refresh find the conversation's knowledge entries and model calls by
+    their conversation's index (SQLite's query plans, counted: no scan of every entry, no range over the
+    day's records), so the refresh costs the same at 30k conversations as at 1k (issue #25)."""
+    from core.store.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'plans.db'}")
+    for i in range(3):  # other conversations' entries and calls
+        cid = store.create_conversation("knowledge", operator)
+        store.record_knowledge(cid, [{"knowledge_title": f"条項 {i}"}], operator)
+        store.add_debug_record(record(cid), operator)
+    store.refresh_rollups()
+    cid = store.create_conversation("faq", operator)
+    store.add_debug_record(record(cid), operator)
+    seen: list[tuple[str, tuple]] = []
+    listener = (lambda conn, cursor, statement, parameters, *args: seen.append((statement, tuple(parameters)))
+                if statement.lstrip().upper().startswith(("SELECT", "WITH", "INSERT")) else None)
+    event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        store.refresh_rollups()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", listener)
+    raw = store.engine.raw_connection()
+    try:
+        plans = [" | ".join(row[3] for row in raw.cursor().execute("EXPLAIN QUERY PLAN " + sql, parameters).fetchall())
+                 for sql, parameters in seen if "knowledge_entries" in sql or "debug_records" in sql]
+    finally:
+        raw.close()
+    assert len(plans) >= 3  # the conversation's rows, its calls without and with the record
+    assert not [p for p in plans if "SCAN e " in p or "ix_debug_records_time" in p], plans
+    store.engine.dispose()
+
+
 def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, operator):
     """The refresh deletes its marks before it reads: a turn written meanwhile (PostgreSQL: at once; SQLite:
     queued behind the refresh's transaction) leaves its own mark, and the next refresh counts it."""
