@@ -30,9 +30,10 @@ any other range reads its debug records in one statement (exact).
 
 What 分析 itself reads (:func:`read_part` / :func:`shape`) is summed by the database too: the conversations
 one row per *kind* (``grouped``: ``n`` conversations alike in every figure), so what comes back is the
-size of the figures, not of the period; and it is read in two pieces (:func:`settled_split`): the settled
-days (model calls before today, conversations created before yesterday), kept by ``ui.cache`` until a write
-touches one of them (the rollups' ``SETTLED`` versions), and the rest, read again after each write.
+size of the figures, not of the period; and it is read in pieces (:func:`settled_split`): the settled
+days (model calls before today, conversations created before yesterday) and yesterday's conversations, kept
+by ``ui.cache`` until a write touches one of them (the rollups' ``SETTLED`` and ``RECENT`` versions), and
+today, read again after each write.
 """
 from __future__ import annotations
 
@@ -435,16 +436,26 @@ def piece_sources(part: str, raw: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 def settled_split(since: datetime, until: datetime, part: str, today: date | None = None
-                  ) -> list[tuple[datetime, datetime, bool]]:
+                  ) -> list[tuple[datetime, datetime, str]]:
     """``[since, until)`` (Japan midnights) cut where ``part``'s days still being written begin
-    (``rollups.settled_before``: yesterday for conversations, today for model calls), as ``(start, end,
-    settled)``: the settled piece's rollups change only with ``rollups.SETTLED`` versions, so the first run
-    after a write reads again only the last day or two. A range that is not whole Japan days is not cut."""
+    (``rollups.settled_before``: yesterday for conversations, today for model calls) and, for the
+    conversations, again at today, as ``(start, end, version)``: the rollup version whose moves are the only
+    ones that change that piece (``rollups.SETTLED`` for the settled days, ``rollups.RECENT`` for yesterday's
+    conversations, the part's own for today), so the first run after today's write reads again only today.
+    A range that is not whole Japan days is one piece of the part's own version."""
     if _japan_day(utc_bound(since)) is None or _japan_day(utc_bound(until, end=True)) is None:
-        return [(since, until, False)]
-    first = date.fromisoformat(rollups.settled_before(part, today))
-    cut = max(since, min(until, datetime.combine(first, time(), rollups.DAY_TZ)))
-    return [(lo, hi, settled) for lo, hi, settled in ((since, cut, True), (cut, until, False)) if lo < hi]
+        return [(since, until, part)]
+    today = today or datetime.now(rollups.DAY_TZ).date()
+    cuts = [(date.fromisoformat(rollups.settled_before(part, today)), rollups.SETTLED[part])]
+    if part in rollups.RECENT:
+        cuts.append((today, rollups.RECENT[part]))
+    pieces, start = [], since
+    for day, version in cuts:
+        cut = max(start, min(until, datetime.combine(day, time(), rollups.DAY_TZ)))
+        if start < cut:
+            pieces.append((start, cut, version))
+        start = cut
+    return pieces + ([(start, until, part)] if start < until else [])
 
 
 def _conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:

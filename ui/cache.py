@@ -61,10 +61,9 @@ def _providers(url: str, versions: tuple, since: datetime, until: datetime) -> l
     whenever these versions do."""
     version, seen, fresh = dict(versions), [], {}
     for part in analytics.FIGURES:
-        for lo, hi, settled in analytics.settled_split(since, until, part):
-            if settled:
-                seen += _settled_providers(url=url, version=version.get(rollups.SETTLED[part], 0), part=part,
-                                           since=lo, until=hi)
+        for lo, hi, name in analytics.settled_split(since, until, part):
+            if name != part:  # the settled days, yesterday's conversations
+                seen += _settled_providers(url=url, version=version.get(name, 0), part=part, since=lo, until=hi)
             else:
                 fresh[part] = (lo, hi)
     return analytics.provider_order(seen + analytics.providers_seen(get_store(url), fresh))
@@ -93,8 +92,9 @@ def _rows(url: str, version: int, part: str, since: datetime, until: datetime, p
 @st.cache_resource(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
 def _settled_rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
                   ) -> tuple[dict[str, Any], dict[str, str]]:
-    """:func:`_rows` of the settled days, for this settled version (kept apart: a write today does not push
-    them out; kept as they are, not pickled: ``analytics.shape`` only reads them)."""
+    """:func:`_rows` of the settled days or of yesterday's conversations, for their own version
+    (``analytics.settled_split``; kept apart: a write today does not push them out; kept as they are, not
+    pickled: ``analytics.shape`` only reads them)."""
     return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
 
 
@@ -102,15 +102,14 @@ def _settled_rows(url: str, version: int, part: str, since: datetime, until: dat
 def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
           ) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables of one part of 分析 (``analytics.FIGURES``) and their contents' digests, for these rollup
-    versions. The settled days (``analytics.settled_split``) are read again only when their own version
-    moves, the days still being written whenever the part's does; each table is computed again only when its
+    versions. The settled days and yesterday's conversations (``analytics.settled_split``) are read again
+    only when their own version moves, today whenever the part's does; each table is computed again only when its
     own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
     made when it was read) and, for a flow's conversations, the frame's column types."""
     version = dict(versions)  # cached functions called by keyword: Streamlit reads no signature to key them
-    pieces = [(_settled_rows if settled else _rows)(url=url, version=version.get(rollups.SETTLED[part] if settled
-                                                                                  else part, 0),
-                                                    part=part, since=lo, until=hi, providers=providers)
-              for lo, hi, settled in analytics.settled_split(since, until, part)]
+    pieces = [(_rows if name == part else _settled_rows)(url=url, version=version.get(name, 0), part=part, since=lo,
+                                                         until=hi, providers=providers)
+              for lo, hi, name in analytics.settled_split(since, until, part)]
     frames = analytics.shape(part, [raw for raw, _ in pieces])
     types = [str(frames.conversations.dtypes.to_dict())]  # one frame holds every flow: their types are shared
     sources = {source: digest_of([piece[source] for _, piece in pieces] +
@@ -133,7 +132,7 @@ def _analytics(url: str, versions: tuple, since: datetime, until: datetime, prov
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for part in analytics.FIGURES:
-        names = (part, rollups.SETTLED[part])
+        names = (part, rollups.SETTLED[part], rollups.RECENT.get(part))
         part_versions = tuple((name, value) for name, value in versions if name in names)
         part_tables, part_digests = _part(url, part_versions, part, since, until, providers)
         tables.update(part_tables)

@@ -58,6 +58,9 @@ DAYS_PER_BATCH = 7
 # keeps the settled days' sums until they move.
 SETTLED = {"conversations": "conversations_settled", "calls": "calls_settled"}
 SETTLED_DAYS = {"conversations": 1, "calls": 0}  # the days back from today still being written
+# Yesterday's conversations (still talked in, but far less than today's) have their own version too: a turn
+# in a conversation created yesterday moves it, so a chat turn today makes 分析 read today's conversations only.
+RECENT = {"conversations": "conversations_recent"}
 ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
                  "rollup_latency")
 
@@ -508,9 +511,13 @@ class RollupsStore:
                     taken = conn.execute(_core("take_days"), {"ids": marked}).all()
                 bumped: list[str] = []
                 if ids:
-                    old = self._created_before(conn, ids, day_bounds(settled_before("conversations", today))[0])
+                    created = self._created(conn, ids)
                     self._recount_conversations(conn, ids)
-                    bumped += ["conversations", *([SETTLED["conversations"]] if old else [])]
+                    settled_at, today_at = (day_bounds(settled_before("conversations", today))[0],
+                                            day_bounds(today)[0])
+                    bumped += ["conversations", *([SETTLED["conversations"]] if any(c < settled_at for c in created)
+                                                  else []),
+                               *([RECENT["conversations"]] if any(settled_at <= c < today_at for c in created) else [])]
                 if marked:
                     recount, added = _plan(taken)
                     recounted = sorted(set(recount) | set(added))
@@ -526,13 +533,12 @@ class RollupsStore:
         return {"conversations": len(conversations), "days": days}
 
     @staticmethod
-    def _created_before(conn: Any, ids: list[str], bound: str) -> bool:
-        """Whether any of the conversations ``ids`` was created before ``bound`` (its rollup row, or the
-        conversation itself when it is not counted yet or no longer exists)."""
-        params = {"ids": ids, "bound": bound}
-        return conn.execute(statement("SELECT 1 FROM rollup_conversations WHERE id IN :ids AND created_at < :bound "
-                                      "UNION ALL SELECT 1 FROM conversations WHERE id IN :ids AND created_at < :bound",
-                                      "ids"), params).first() is not None
+    def _created(conn: Any, ids: list[str]) -> set[str]:
+        """When the conversations ``ids`` were created (their rollup rows', and the conversations' own when not
+        counted yet or no longer there): which of 分析's pieces their recount changes."""
+        return {row[0] for row in conn.execute(statement(
+            "SELECT created_at FROM rollup_conversations WHERE id IN :ids UNION "
+            "SELECT created_at FROM conversations WHERE id IN :ids", "ids"), {"ids": ids}) if row[0] is not None}
 
     def _bump_rollups(self, conn: Any, *names: str) -> None:
         """Move the versions ``names`` (one statement; a settled version's row is made on its first bump)."""

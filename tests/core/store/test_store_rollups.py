@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import delete, event, select
@@ -330,9 +331,10 @@ def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, o
 
 
 def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_versions(store, operator, monkeypatch):
-    """分析 keeps the sums of the days before yesterday (Japan time) until their own version moves: today's
-    chat turn moves the parts' versions only; a record of an old day, or a turn in a conversation created
-    before yesterday, moves the settled one too (counted, not timed)."""
+    """分析 keeps the sums of the days before yesterday (Japan time), and yesterday's conversations, until
+    their own version moves: today's chat turn moves the parts' versions only; a record of an old day, or a
+    turn in a conversation created before yesterday, moves the settled one too, a turn in one created
+    yesterday the recent one (counted, not timed)."""
     import core.store.base as store_base
 
     settled = rollups.SETTLED
@@ -348,6 +350,8 @@ def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_version
     after = store.rollup_versions()
     assert after["conversations"] > before["conversations"] and after["calls"] > before["calls"]
     assert [after.get(settled[p], 0) for p in settled] == [before.get(settled[p], 0) for p in settled]
+    recent = rollups.RECENT["conversations"]
+    assert after.get(recent, 0) == before.get(recent, 0)
 
     store.add_debug_record(record(None, at="2025-06-10T03:00:00.000+00:00"), operator)  # an old day's record
     store.refresh_rollups()
@@ -363,6 +367,19 @@ def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_version
     store.append_turn(old, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
     store.refresh_rollups()
     assert store.rollup_versions()[settled["conversations"]] > moved.get(settled["conversations"], 0)
+    assert store.rollup_versions().get(recent, 0) == moved.get(recent, 0)
+
+    yesterday = (datetime.now(rollups.DAY_TZ) - timedelta(days=1)).replace(hour=12).astimezone(timezone.utc)
+    monkeypatch.setattr(store_base, "now_iso", lambda: yesterday.isoformat(timespec="milliseconds"))
+    late = store.create_conversation("faq", operator)  # created yesterday …
+    monkeypatch.undo()
+    store.refresh_rollups()
+    moved = store.rollup_versions()
+    store.append_turn(late, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
+    store.refresh_rollups()
+    versions = store.rollup_versions()
+    assert versions[recent] > moved.get(recent, 0)
+    assert versions.get(settled["conversations"], 0) == moved.get(settled["conversations"], 0)
 
 
 @pytest.mark.parametrize("at, mark, days", [
