@@ -37,7 +37,7 @@ from functools import cache, lru_cache
 from itertools import zip_longest
 from typing import Any, Iterable
 
-from sqlalchemy import bindparam, delete, insert, select, text, update
+from sqlalchemy import bindparam, delete, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -444,6 +444,10 @@ def _core(name: str, table: str | None = None) -> Any:
         return delete(dirty).where(dirty.c.conversation_id.in_(ids))
     if name == "take_days":
         return delete(dirty).where(dirty.c.day.in_(ids)).returning(dirty.c.day, dirty.c.record_id)
+    if name == "take_both":
+        return (delete(dirty).where(or_(dirty.c.conversation_id.in_(ids),
+                                        dirty.c.day.in_(bindparam("days", expanding=True))))
+                .returning(dirty.c.day, dirty.c.record_id))
     if name == "bump":
         return update(versions).where(versions.c.name.in_(ids)).values(value=versions.c.value + 1)
     if name == "version_names":
@@ -503,11 +507,14 @@ class RollupsStore:
         days = 0
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
             with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
-                if ids:
+                if marked and self.dialect == "postgresql":  # one refresh of the calls at a time (see _add_records)
+                    conn.execute(statement("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
+                if ids and marked:  # both kinds of marks in one statement (a day mark names no conversation)
+                    taken = [(day, record) for day, record in conn.execute(
+                        _core("take_both"), {"ids": ids, "days": marked}) if day is not None]
+                elif ids:
                     conn.execute(_core("take_conversations"), {"ids": ids})
-                if marked:
-                    if self.dialect == "postgresql":  # one refresh of the model calls at a time (see _add_records)
-                        conn.execute(statement("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
+                elif marked:
                     taken = conn.execute(_core("take_days"), {"ids": marked}).all()
                 bumped: list[str] = []
                 if ids:
