@@ -467,10 +467,6 @@ def _core(name: str, table: str | None = None) -> Any:
         rollup = _TABLES[table]
         return (update(rollup).where(rollup.c.id == bindparam("row_id"))
                 .values({c: bindparam(c) for c in _COUNTED[table]}))
-    if name == "stored":  # a day's rows of a call rollup whose first key column is among ``ids``
-        rollup, keys = _TABLES[table], _KEYS[table]
-        return (select(rollup.c.id, *(rollup.c[c] for c in keys + _COUNTED[table]))
-                .where(rollup.c.day == bindparam("day"), rollup.c[keys[0]].in_(ids)))
     raise KeyError(name)
 
 
@@ -595,22 +591,41 @@ class RollupsStore:
                            " AND conversation_id IN :conversations")  # by its index, not the day's records
         before = _day_counts(conn, day, where + " AND id NOT IN :records", conversations, sorted(records))
         after = _day_counts(conn, day, where, conversations)
-        for name in _TABLES:
-            moved = {key: (after[name].get(key), before[name].get(key))
-                     for key in set(after[name]) | set(before[name]) if after[name].get(key) != before[name].get(key)}
-            if moved:
-                _add_counts(conn, name, day, moved)
+        moved = {name: {key: (after[name].get(key), before[name].get(key))
+                        for key in set(after[name]) | set(before[name]) if after[name].get(key) != before[name].get(key)}
+                 for name in _TABLES}
+        moved = {name: keys for name, keys in moved.items() if keys}
+        stored = _stored_rows(conn, day, moved)
+        for name, keys in moved.items():
+            _add_counts(conn, name, day, keys, stored[name])
 
 
-def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple]) -> None:
+def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> dict[str, dict[tuple, tuple]]:
+    """The stored rows of ``day`` that the keys of ``moved`` (per call rollup) may hit, read in one statement
+    (each table's rows narrowed by its first key column, a task or a provider): per table, key → (row id,
+    counts)."""
+    selects, params = [], {"day": day}
+    for name in moved:
+        keys, counted = _KEYS[name], _COUNTED[name]
+        padding = ["CAST(NULL AS TEXT)"] * (3 - min(len(keys), 3)) + ["CAST(NULL AS INTEGER)"] * (len(keys) < 4)
+        columns = [*keys, *padding, *counted, *["CAST(NULL AS INTEGER)"] * (6 - len(counted))]
+        selects.append(f"SELECT '{name}' AS rollup, id, {', '.join(columns)} FROM {_TABLES[name].name} "
+                       f"WHERE day = :day AND {keys[0]} IN :{name}")
+        params[name] = sorted({key[0] for key in moved[name]})
+    stored: dict[str, dict[tuple, tuple]] = {name: {} for name in moved}
+    if selects:
+        for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *moved), params):
+            width, counted = len(_KEYS[rollup]), len(_COUNTED[rollup])
+            key = tuple(int(v) if rollup == "latency" and i == 3 else v for i, v in enumerate(values[:width]))
+            stored[rollup][key] = (row_id, tuple(int(v) for v in values[4:4 + counted]))
+    return stored
+
+
+def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple], stored: dict[tuple, tuple]) -> None:
     """Add ``now - then`` to the stored rows of ``day`` in the rollup ``name`` for each key of ``moved``
-    (``{key: (now, then)}``, either ``None`` for nothing): only those keys' rows are read (narrowed by their
-    first column: a task or a provider) and updated in place, inserted or (left counting nothing) deleted."""
+    (``{key: (now, then)}``, either ``None`` for nothing; ``stored``: :func:`_stored_rows`): updated in
+    place, inserted or (left counting nothing) deleted."""
     table, keys, counted = _TABLES[name], _KEYS[name], _COUNTED[name]
-    width = len(keys)
-    narrowed = sorted({key[0] for key in moved})
-    stored = {tuple(row[1:1 + width]): (row[0], tuple(int(v) for v in row[1 + width:])) for row in conn.execute(
-        _core("stored", name), {"day": day, "ids": narrowed})}
     gone, changed, new = [], [], []
     for key, (now, then) in moved.items():
         zero = _zero(now or then)
