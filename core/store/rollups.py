@@ -605,13 +605,13 @@ def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> d
     (each table's rows narrowed by its first key column, a task or a provider): per table, key → (row id,
     counts)."""
     selects, params = [], {"day": day}
-    for name in moved:
+    for name, hits in moved.items():
         keys, counted = _KEYS[name], _COUNTED[name]
         padding = ["CAST(NULL AS TEXT)"] * (3 - min(len(keys), 3)) + ["CAST(NULL AS INTEGER)"] * (len(keys) < 4)
         columns = [*keys, *padding, *counted, *["CAST(NULL AS INTEGER)"] * (6 - len(counted))]
         selects.append(f"SELECT '{name}' AS rollup, id, {', '.join(columns)} FROM {_TABLES[name].name} "
                        f"WHERE day = :day AND {keys[0]} IN :{name}")
-        params[name] = sorted({key[0] for key in moved[name]})
+        params[name] = sorted({key[0] for key in hits})
     stored: dict[str, dict[tuple, tuple]] = {name: {} for name in moved}
     if selects:
         for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *moved), params):
