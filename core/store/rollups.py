@@ -434,8 +434,6 @@ def _core(name: str, table: str | None = None) -> Any:
     """The refresh's Core statements, built once (parameters bound by name at execution)."""
     ids = bindparam("ids", expanding=True)
     dirty, versions = t.rollup_dirty, t.rollup_versions
-    if name == "pending":
-        return select(dirty.c.id).limit(1)
     if name == "versions":
         return select(versions)
     if name == "marks":
@@ -478,11 +476,6 @@ def _chunks(items: list, size: int) -> Iterable[list]:
 
 class RollupsStore:
     """The rollups part of :class:`~core.store.store.Store`."""
-
-    def rollups_pending(self) -> bool:
-        """Whether a write is not counted yet (one index read)."""
-        with self._read() as conn:
-            return conn.execute(_core("pending")).first() is not None
 
     def rollup_versions(self) -> dict[str, int]:
         """``{"conversations": n, "calls": m}``: they change when a refresh changed those rollups."""
