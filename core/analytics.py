@@ -378,27 +378,47 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
             "faq": list(faq.items()), "missed": missed}
 
 
-def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
-    """conversations (one row per kind, ``n``) / entries / faq / not_found of :class:`Frames` from
-    :func:`_conversation_rows` of one range, or of several disjoint ranges: put one after the other (a kind
-    may then have two rows; the figures add them up), each frame made once."""
-    totals = [sum(values) for values in zip(*(raw["entries"] for raw in raws))]
-    names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
-             "conversations_with_confirmed"]
-    faq: dict[str, int] = {}
-    for raw in raws:
-        for outcome, exchanges in raw["faq"]:
-            faq[outcome] = faq.get(outcome, 0) + exchanges
-    missed = [row for raw in raws for row in raw["missed"]]
+def _conversation_kinds(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    """The conversations, one row per kind (``n``) and piece, put one after the other (a kind may then have
+    two rows; the figures add them up)."""
     conversations = pd.DataFrame([row for raw in raws for row in raw["rows"]],
                                  columns=[*GROUP_COLUMNS, "n", "answers", "cited", "citing"])
     if conversations.empty:  # the columns' types, as when there are rows
         conversations = conversations.astype({**{c: bool for c in ("started", "finalized", "confirmed", "booked")},
                                               "n": int})
-    return {"conversations": conversations,
-            "entries": pd.DataFrame([dict(zip(names, totals))]),
-            "faq": pd.DataFrame({"outcome": list(faq), "exchanges": np.array(list(faq.values()), dtype=int)}),
-            "not_found": pd.DataFrame(missed, columns=["question", "count", "last_asked"]) if missed else pd.DataFrame()}
+    return conversations
+
+
+def _entry_totals(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    totals = [sum(values) for values in zip(*(raw["entries"] for raw in raws))]
+    names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
+             "conversations_with_confirmed"]
+    return pd.DataFrame([dict(zip(names, totals))])
+
+
+def _faq_counts(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    faq: dict[str, int] = {}
+    for raw in raws:
+        for outcome, exchanges in raw["faq"]:
+            faq[outcome] = faq.get(outcome, 0) + exchanges
+    return pd.DataFrame({"outcome": list(faq), "exchanges": np.array(list(faq.values()), dtype=int)})
+
+
+def _not_found_rows(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    missed = [row for raw in raws for row in raw["missed"]]
+    return pd.DataFrame(missed, columns=["question", "count", "last_asked"]) if missed else pd.DataFrame()
+
+
+# conversations / entries / faq / not_found of Frames from _conversation_rows of one range or several disjoint
+# ones, each made on its own (PartFrames makes only those a figure reads)
+CONVERSATION_FRAMES = {"conversations": _conversation_kinds, "entries": _entry_totals, "faq": _faq_counts,
+                       "not_found": _not_found_rows}
+
+
+def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """conversations (one row per kind, ``n``) / entries / faq / not_found of :class:`Frames` from
+    :func:`_conversation_rows` of one range, or of several disjoint ranges (``CONVERSATION_FRAMES``)."""
+    return {name: make(raws) for name, make in CONVERSATION_FRAMES.items()}
 
 
 def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
@@ -421,16 +441,40 @@ def shape(part: str, raws: list[dict[str, pd.DataFrame]]) -> Frames:
     return Frames(**loaded)
 
 
+class PartFrames:
+    """:func:`shape`'s :class:`Frames` of one part, each frame made when a figure first reads it: after an FAQ
+    exchange only the FAQ tables are computed again, so the conversations' other frames are not made at all.
+    The conversations part's frames are made one by one (``CONVERSATION_FRAMES``); any other is
+    :func:`shape`'s."""
+
+    def __init__(self, part: str, raws: list[dict[str, Any]]) -> None:
+        self._part, self._raws = part, raws
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._part == "conversations" and name in CONVERSATION_FRAMES:
+            value = CONVERSATION_FRAMES[name](self._raws)
+        else:
+            value = getattr(shape(self._part, self._raws), name)
+        setattr(self, name, value)  # made once
+        return value
+
+
 def piece_sources(part: str, raw: dict[str, Any]) -> dict[str, list[Any]]:
     """What each source of figures (``FIGURE_SOURCES``) is made from in one piece of :func:`read_part`:
-    equal values in every piece (and, for the conversations, equal column types: :func:`shape` puts the
-    flows in one frame), equal figures. ``ui.cache`` digests them once per piece, when it is read, so naming a
-    table's inputs after a write costs only the piece read again."""
+    equal values in every piece (and, for a flow's conversations, equal ``types`` in every piece: one frame
+    holds every flow, and pandas makes a column's type from all of its values), equal figures. ``ui.cache``
+    digests them once per piece, when it is read, so naming a table's inputs after a write costs only the
+    piece read again."""
     if part == "conversations":
         flow = GROUP_COLUMNS.index("flow")
         return {"knowledge": [row for row in raw["rows"] if row[flow] == "knowledge"],
                 "diagnosis": [row for row in raw["rows"] if row[flow] == "diagnosis"],
-                "entries": raw["entries"], "faq": raw["faq"], "not_found": raw["missed"]}
+                "entries": raw["entries"], "faq": raw["faq"], "not_found": raw["missed"],
+                # the Python types in each column: with the values, what the frame's column types are made of
+                "types": [sorted({type(row[i]).__name__ for row in raw["rows"]})
+                          for i in range(len(GROUP_COLUMNS) + 4)]}
     return {"quality": [raw["sums"], raw["latency"]], "hourly": [raw["hourly"]], "methods": raw["methods"],
             "errors": [raw["errors"], raw["sums"]]}
 

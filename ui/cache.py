@@ -110,10 +110,10 @@ def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime
     pieces = [(_rows if name == part else _settled_rows)(url=url, version=version.get(name, 0), part=part, since=lo,
                                                          until=hi, providers=providers)
               for lo, hi, name in analytics.settled_split(since, until, part)]
-    frames = analytics.shape(part, [raw for raw, _ in pieces])
-    types = [str(frames.conversations.dtypes.to_dict())]  # one frame holds every flow: their types are shared
-    sources = {source: digest_of([piece[source] for _, piece in pieces] +
-                                 (types if source in ("knowledge", "diagnosis") else []))
+    frames = analytics.PartFrames(part, [raw for raw, _ in pieces])  # each frame made when first read
+    sources = {source: digest_of([piece[source] for _, piece in pieces] +  # one frame holds every flow:
+                                 ([piece["types"] for _, piece in pieces] if source in ("knowledge", "diagnosis")
+                                  else []))  # their column types are shared
                for source in pieces[0][1]} if pieces else {}
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
@@ -144,8 +144,9 @@ def analytics_figures(since: datetime, until: datetime, providers: list[str]
                       ) -> tuple[tuple, dict[str, Any], dict[str, str]]:
     """``(key, tables, digests)``: every table of 分析 for the period (``core.analytics`` function name →
     table), a key that names exactly these tables, and per table a digest of its content (for
-    :func:`replay` and the labelled tables: a table that did not change is not labelled or drawn again). What was written since the last look is counted first (the store's
-    rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is read again only when
+    :func:`replay` and the labelled tables: a table that did not change is not labelled or drawn again).
+    What was written since the last look is counted first (the store's rollups, ``analytics.refresh``);
+    each part of the page (``analytics.FIGURES``) is read again only when
     its own rollups changed, and each table is computed again only when its own inputs changed
     (``analytics.piece_sources``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
     url, versions = _url(), tuple(sorted(analytics.refresh(store()).items()))

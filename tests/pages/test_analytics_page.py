@@ -135,7 +135,7 @@ def test_a_rerun_reads_only_the_rollup_versions_until_a_new_turn_is_stored(seede
 def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     """Each table is cached by its own inputs (core.analytics.piece_sources): an FAQ exchange written by
     another user recomputes the FAQ tables and leaves the interview, diagnosis and model-call tables as
-    they were (counted, not timed)."""
+    they were, and only the frames the FAQ tables read are made (counted, not timed)."""
     import streamlit as st
 
     st.cache_data.clear()  # a figure is cached by its inputs' digest: the same seeded store, the same key
@@ -146,10 +146,15 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     at = page()
     assert not at.exception and "interview_funnel" in computed
     computed.clear()
+    made: list[str] = []  # the conversations' frames made (core.analytics.PartFrames: only those read)
+    for name, make in list(analytics.CONVERSATION_FRAMES.items()):
+        monkeypatch.setitem(analytics.CONVERSATION_FRAMES, name,
+                            lambda raws, name=name, make=make: made.append(name) or make(raws))
     conversation(seeded, "faq", faq_chat(("not_found", "営業時間は？", 0)), provider="offline")
     at.run()
     assert not at.exception
     assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
+    assert sorted(made) == ["faq", "not_found"]  # not the conversations' kinds nor the entries
     assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one
 
 
