@@ -455,10 +455,13 @@ class PartFrames:
             raise AttributeError(name)
         if self._part == "conversations" and name in CONVERSATION_FRAMES:
             value = CONVERSATION_FRAMES[name](self._raws)
-        else:
-            value = getattr(shape(self._part, self._raws), name)
-        setattr(self, name, value)  # made once
-        return value
+            setattr(self, name, value)  # made once
+            return value
+        whole = shape(self._part, self._raws)  # the others: all made at once, once
+        for field in Frames.__dataclass_fields__:
+            if field not in self.__dict__:
+                setattr(self, field, getattr(whole, field))
+        return getattr(whole, name)
 
 
 def piece_sources(part: str, raw: dict[str, Any]) -> dict[str, list[Any]]:
