@@ -30,18 +30,21 @@ any other range reads its debug records in one statement (exact).
 
 What 分析 itself reads (:func:`read_part` / :func:`shape`) is summed by the database too: the conversations
 one row per *kind* (``grouped``: ``n`` conversations alike in every figure), so what comes back is the
-size of the figures, not of the period; and it is read in two pieces (:func:`settled_split`): the settled
-days (model calls before today, conversations created before yesterday), kept by ``ui.cache`` until a write
-touches one of them (the rollups' ``SETTLED`` versions), and the rest, read again after each write.
+size of the figures, not of the period; and it is read in pieces (:func:`settled_split`): the settled
+days (model calls before today, conversations created before yesterday) and yesterday's conversations, kept
+by ``ui.cache`` until a write touches one of them (the rollups' ``SETTLED`` and ``RECENT`` versions), and
+today, read again after each write.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
+from zoneinfo import ZoneInfo
 
+import numpy as np
 import pandas as pd
-from sqlalchemy import bindparam, text
 
 from core.store import rollups
 from core.store.rollups import ANSWER_STEPS, PHASES, UNKNOWN
@@ -119,10 +122,7 @@ def _quantile(n: Any, lo: Any, hi: Any, q: float) -> float:
 
 
 def _query(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> pd.DataFrame:
-    statement = text(sql)
-    if providers:
-        statement = statement.bindparams(bindparam("providers", expanding=True))
-    result = conn.execute(statement, params)
+    result = conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params)
     columns = list(result.keys())  # plain tuples: pandas probes a Row's attributes one by one (slow)
     return pd.DataFrame([tuple(row) for row in result], columns=columns)
 
@@ -136,10 +136,9 @@ def _japan_day(bound: str | None) -> str | None:
 
 
 def refresh(store: Store) -> dict[str, int]:
-    """Count what was written since the last look (``Store.refresh_rollups``, only when something was) and
-    return the rollups' versions: equal versions mean equal figures."""
-    if store.rollups_pending():
-        store.refresh_rollups()
+    """Count what was written since the last look (``Store.refresh_rollups``: with nothing written, one read
+    of the empty log) and return the rollups' versions: equal versions mean equal figures."""
+    store.refresh_rollups()
     return store.rollup_versions()
 
 
@@ -192,70 +191,99 @@ def _call_frames(tasks: pd.DataFrame, methods: pd.DataFrame, errors: pd.DataFram
             "hourly": hourly, "errors": errors, "calls": int(tasks["calls"].sum()) if len(tasks) else 0}
 
 
-def _histogram_quantiles(latency: Iterable[tuple]) -> pd.DataFrame:
-    """:func:`_latency_quantiles` of latency histograms (``(task, provider, prompt_version, bucket, calls)``
-    rows; a series may come in several rows per bucket: they are added), in plain Python."""
+def _histograms(rows: Iterable[tuple]) -> dict[tuple, dict[int, int]]:
+    """Latency histograms per series (``{(task, provider, prompt_version): {bucket: calls}}``) from
+    ``(task, provider, prompt_version, bucket, calls)`` rows (a series may come in several rows per bucket:
+    they are added)."""
     hist: dict[tuple, dict[int, int]] = {}
-    for task, provider, version, bucket, calls in latency:
+    for task, provider, version, bucket, calls in rows:
         buckets = hist.setdefault((task, provider, version), {})
         buckets[int(bucket)] = buckets.get(int(bucket), 0) + int(calls)
-    out = []
-    for key in sorted(hist):
-        buckets = sorted(hist[key].items())
-        n = sum(calls for _, calls in buckets)
-        p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
-        values: list[float | None] = []
-        for rank in (p50, p50 + 1, p95, p95 + 1):
-            end, value = 0, None
-            for bucket, calls in buckets:
-                end += calls
-                if rank < end:
-                    value = rollups.bucket_value(bucket)
-                    break
-            values.append(value)
-        out.append((*key, n, *values))
-    return pd.DataFrame(out, columns=[*QUALITY_KEYS, "n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"])
+    return hist
+
+
+def _added_histograms(parts: Iterable[dict[tuple, dict[int, int]]]) -> dict[tuple, dict[int, int]]:
+    """:func:`_histograms` of several ranges added up; a series found in one range only is that range's own
+    dict (shared: never changed here)."""
+    out: dict[tuple, dict[int, int]] = {}
+    owned: set[tuple] = set()
+    for hist in parts:
+        for key, buckets in hist.items():
+            have = out.get(key)
+            if have is None:
+                out[key] = buckets
+                continue
+            if key not in owned:
+                have = out[key] = dict(have)
+                owned.add(key)
+            for bucket, calls in buckets.items():
+                have[bucket] = have.get(bucket, 0) + calls
+    return out
+
+
+def _histogram_quantile_values(buckets: dict[int, int]) -> tuple:
+    """``(n, p50_lo, p50_hi, p95_lo, p95_hi)`` of one series' histogram (as :func:`_latency_quantiles`:
+    the bucket values at the ranks around p50 and p95, ``None`` past the last call), in one pass."""
+    ordered = sorted(buckets.items())
+    n = sum(buckets.values())
+    p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
+    ranks = (p50, p50 + 1, p95, p95 + 1)
+    wanted, found, end, i = sorted(set(ranks)), {}, 0, 0
+    for bucket, calls in ordered:
+        end += calls
+        while i < len(wanted) and wanted[i] < end:
+            found[wanted[i]] = rollups.bucket_value(bucket)
+            i += 1
+        if i == len(wanted):
+            break
+    return (n, *(found.get(rank) for rank in ranks))
 
 
 CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
+HOURLY_COLUMNS = ["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]
 
 
 def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[tuple]:
-    statement = text(sql)
-    if providers:
-        statement = statement.bindparams(bindparam("providers", expanding=True))
-    return [tuple(row) for row in conn.execute(statement, params)]
+    return [tuple(row) for row in conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params)]
 
 
 def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
     """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
-    summed by the database and shaped as far as they can be alone: per series (``sums``) and per series and
-    latency bucket (``latency``) as tuples, per day and series (``hourly``: the chart), per task and method,
-    per outcome as frames. :func:`_call_shape` adds ranges up and makes the tables."""
+    summed by the database and shaped as far as they can be alone: per series (``sums``, tuples), per series
+    and latency bucket (``latency``: :func:`_histograms`), per day and series (``hourly``, a frame: the
+    chart), per task and method and per outcome (tuples). :func:`_call_shape` adds ranges up and makes the
+    frames."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
     series = ", ".join(QUALITY_KEYS)
-    # a day's row of 0 tasks holds failed calls of a series that started no task that day: not shown
-    sums = ", ".join(f"SUM({c}) AS {c}" if c != "error_calls" else
-                     "SUM(CASE WHEN tasks > 0 THEN error_calls ELSE 0 END) AS error_calls" for c in CALL_SUMS)
-    hourly = _query(conn, f"SELECT day, {series}, tasks, first_try_valid FROM rollup_tasks WHERE {where} AND tasks > 0",
-                    params, bool(providers))
-    hours = {day: rollups.day_bounds(day)[0][:13] for day in set(hourly["day"])}  # quality_over_time: that day
-    hourly = (hourly.assign(hour=hourly["day"].map(hours))[["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]]
-              .astype({"tasks": int, "first_try_valid": int}))
-    methods = _query(conn, f"SELECT task, method, SUM(tasks) AS tasks FROM rollup_methods WHERE {where} "
-                           "GROUP BY task, method", params, bool(providers))
-    errors = _query(conn, f"SELECT error_type, SUM(calls) AS calls FROM rollup_errors WHERE {where} "
-                          "GROUP BY error_type", params, bool(providers))
+    # a day's row of 0 tasks holds only failed calls of a series that started no task that day: not shown, so
+    # the rows with tasks are all there is to sum (per series here, per day for the chart). One statement, its
+    # rows told apart by ``kind`` (each table's columns in the same places; NULL where a table has none).
+    text_null, none = "CAST(NULL AS TEXT)", ", ".join(["CAST(NULL AS INTEGER)"] * (len(CALL_SUMS) - 1))
+    rows = _rows(conn, f"""
+SELECT 'day' AS kind, day, {series}, CAST(NULL AS INTEGER) AS bucket, {', '.join(CALL_SUMS)}
+FROM rollup_tasks WHERE {where} AND tasks > 0
+UNION ALL SELECT 'method', {text_null}, task, {text_null}, method, NULL, SUM(tasks), {none}
+FROM rollup_methods WHERE {where} GROUP BY task, method
+UNION ALL SELECT 'error', {text_null}, {text_null}, {text_null}, error_type, NULL, SUM(calls), {none}
+FROM rollup_errors WHERE {where} GROUP BY error_type
+UNION ALL SELECT 'latency', {text_null}, {series}, bucket, SUM(calls), {none}
+FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(providers))
+    days = [row[1:5] + row[6:] for row in rows if row[0] == "day"]
+    hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in days}}  # quality_over_time: that day
+    totals: dict[tuple, list[int]] = {}
+    for day, task, provider, version, *values in days:
+        sums = totals.setdefault((task, provider, version), [0] * len(CALL_SUMS))
+        for i, value in enumerate(values):
+            sums[i] += int(value or 0)
     return {
-        "sums": _rows(conn, f"SELECT {series}, {sums} FROM rollup_tasks WHERE {where} GROUP BY {series} "
-                            "HAVING SUM(tasks) > 0", params, bool(providers)),
-        "latency": _rows(conn, f"SELECT {series}, bucket, SUM(calls) AS calls FROM rollup_latency WHERE {where} "
-                               f"GROUP BY {series}, bucket", params, bool(providers)),
-        "hourly": hourly,
-        "methods": (methods.astype({"tasks": int}) if len(methods) else
-                    pd.DataFrame(columns=["task", "method", "tasks"])),
-        "errors": errors.astype({"calls": int}) if len(errors) else pd.DataFrame(columns=["error_type", "calls"]),
+        "sums": [(*key, *values) for key, values in totals.items()],
+        "latency": _histograms(row[2:7] for row in rows if row[0] == "latency"),
+        "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
+                                for day, task, provider, version, tasks, _, first, *_ in days], columns=HOURLY_COLUMNS,
+                               dtype=object),  # Python values: quality_over_time reads them as such
+        "methods": [(task, method, int(tasks)) for kind, _, task, _, method, _, tasks, *_ in rows if kind == "method"],
+        "errors": [(error, int(calls)) for kind, _, _, _, error, _, calls, *_ in rows if kind == "error"],
     }
 
 
@@ -266,23 +294,32 @@ def _joined(raws: list[dict[str, Any]], name: str) -> pd.DataFrame:
 
 def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     """quality / methods / hourly / errors / calls of :class:`Frames` from :func:`_call_rows` of one range,
-    or of several disjoint ranges: only the per-series sums and latency histograms are added up here, in
-    plain Python (the figures add up methods and outcomes themselves)."""
+    or of several disjoint ranges: the per-series sums and latency histograms are added up in plain Python,
+    and each frame is made once from the rows (the figures add up methods and outcomes themselves)."""
     totals: dict[tuple, list[int]] = {}
     for raw in raws:
         for row in raw["sums"]:
             values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
             for i, value in enumerate(row[3:]):
-                values[i] += int(value or 0)
+                values[i] += value
     if not totals:
         return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
-    sums = pd.DataFrame([(*key, *totals[key]) for key in sorted(totals)], columns=[*QUALITY_KEYS, *CALL_SUMS])
-    quality = sums.assign(first_try_valid=sums["first_try_valid"] / sums["tasks"],
-                          valid=sums["valid"] / sums["tasks"], repairs_per_task=sums["repairs"] / sums["tasks"])
-    latency = _histogram_quantiles([row for raw in raws for row in raw["latency"]])
-    quality = quality.drop(columns="repairs").merge(latency, on=QUALITY_KEYS, how="left")
-    return {"quality": quality, "hourly": _joined(raws, "hourly"), "methods": _joined(raws, "methods"),
-            "errors": _joined(raws, "errors"), "calls": int(sums["calls"].sum())}
+    keys = sorted(totals)
+    hist = _added_histograms(raw["latency"] for raw in raws)
+    missing = (float("nan"),) * 5
+    latency = [_histogram_quantile_values(hist[key]) if key in hist else missing for key in keys]
+    sums = {name: np.array([totals[key][i] for key in keys], dtype=int) for i, name in enumerate(CALL_SUMS)}
+    quality = pd.DataFrame({
+        **{name: [key[i] for key in keys] for i, name in enumerate(QUALITY_KEYS)},
+        "tasks": sums["tasks"], "calls": sums["calls"], "first_try_valid": sums["first_try_valid"] / sums["tasks"],
+        "valid": sums["valid"] / sums["tasks"], "error_calls": sums["error_calls"],
+        "repairs_per_task": sums["repairs"] / sums["tasks"],
+        **{name: [row[i] for row in latency] for i, name in enumerate(("n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"))}})
+    return {"quality": quality,
+            "hourly": _joined(raws, "hourly"),
+            "methods": pd.DataFrame([row for raw in raws for row in raw["methods"]], columns=["task", "method", "tasks"]),
+            "errors": pd.DataFrame([row for raw in raws for row in raw["errors"]], columns=["error_type", "calls"]),
+            "calls": int(sums["calls"].sum())}
 
 
 def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
@@ -322,34 +359,66 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
     sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
     joined = f"FROM rollup_faq f JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}"
-    rows = _query(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
-                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
-                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
-    faq = _query(conn, f"SELECT f.outcome, SUM(f.exchanges) AS exchanges {joined} GROUP BY f.outcome", params,
-                 bool(chosen))
-    missed = _query(conn, "SELECT f.question, SUM(f.exchanges) AS count, MAX(f.last_asked) AS last_asked "
-                          f"{joined} AND f.outcome = 'not_found' GROUP BY f.question", params, bool(chosen))
-    conversations = rows[[*GROUP_COLUMNS, "n", "answers", "cited", "citing"]].astype(
-        {"started": bool, "confirmed": bool, "booked": bool, "n": int})
-    conversations["finalized"] = conversations["finalized"].fillna(0).astype(int).astype(bool)
-    totals = rows[[*ENTRY_COLUMNS, "with_confirmed"]].fillna(0).astype(int).sum()
-    return {"rows": conversations, "entries": [int(totals[c]) for c in (*ENTRY_COLUMNS, "with_confirmed")],
-            "faq": faq.astype({"exchanges": int}) if len(faq) else pd.DataFrame(columns=["outcome", "exchanges"]),
-            "missed": missed.astype({"count": int}) if len(missed) else pd.DataFrame()}
+    rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
+                       "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
+                       f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
+    faq: dict[str, int] = {}  # per outcome, and per not-found question (one statement for both)
+    missed = []
+    for outcome, question, exchanges, last in _rows(
+            conn, f"SELECT f.outcome, f.question, SUM(f.exchanges) AS exchanges, MAX(f.last_asked) AS last_asked "
+                  f"{joined} GROUP BY f.outcome, f.question", params, bool(chosen)):
+        faq[outcome] = faq.get(outcome, 0) + int(exchanges)
+        if outcome == "not_found":
+            missed.append((question, int(exchanges), last))
+    flags = {GROUP_COLUMNS.index(c) for c in ("started", "finalized", "confirmed", "booked")}
+    width = len(GROUP_COLUMNS) + 4  # the kind, n, answers, cited, citing
+    kinds = [tuple(bool(int(v or 0)) if i in flags else int(v) if i == len(GROUP_COLUMNS) else v
+                   for i, v in enumerate(row[:width])) for row in rows]
+    return {"rows": kinds, "entries": [sum(int(row[i] or 0) for row in rows) for i in range(width, width + 6)],
+            "faq": list(faq.items()), "missed": missed}
+
+
+def _conversation_kinds(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    """The conversations, one row per kind (``n``) and piece, put one after the other (a kind may then have
+    two rows; the figures add them up)."""
+    conversations = pd.DataFrame([row for raw in raws for row in raw["rows"]],
+                                 columns=[*GROUP_COLUMNS, "n", "answers", "cited", "citing"])
+    if conversations.empty:  # the columns' types, as when there are rows
+        conversations = conversations.astype({**{c: bool for c in ("started", "finalized", "confirmed", "booked")},
+                                              "n": int})
+    return conversations
+
+
+def _entry_totals(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    totals = [sum(values) for values in zip(*(raw["entries"] for raw in raws))]
+    names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
+             "conversations_with_confirmed"]
+    return pd.DataFrame([dict(zip(names, totals))])
+
+
+def _faq_counts(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    faq: dict[str, int] = {}
+    for raw in raws:
+        for outcome, exchanges in raw["faq"]:
+            faq[outcome] = faq.get(outcome, 0) + exchanges
+    return pd.DataFrame({"outcome": list(faq), "exchanges": np.array(list(faq.values()), dtype=int)})
+
+
+def _not_found_rows(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    missed = [row for raw in raws for row in raw["missed"]]
+    return pd.DataFrame(missed, columns=["question", "count", "last_asked"]) if missed else pd.DataFrame()
+
+
+# conversations / entries / faq / not_found of Frames from _conversation_rows of one range or several disjoint
+# ones, each made on its own (PartFrames makes only those a figure reads)
+CONVERSATION_FRAMES = {"conversations": _conversation_kinds, "entries": _entry_totals, "faq": _faq_counts,
+                       "not_found": _not_found_rows}
 
 
 def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     """conversations (one row per kind, ``n``) / entries / faq / not_found of :class:`Frames` from
-    :func:`_conversation_rows` of one range, or of several disjoint ranges: put one after the other (a kind
-    may then have two rows; the figures add them up)."""
-    totals = [sum(values) for values in zip(*(raw["entries"] for raw in raws))]
-    names = ["entries", "status_draft", "status_confirmed", "status_archived", "ever_confirmed",
-             "conversations_with_confirmed"]
-    faq = _joined(raws, "faq")
-    if len(raws) > 1 and faq["outcome"].duplicated().any():
-        faq = faq.groupby("outcome", as_index=False)["exchanges"].sum()
-    return {"conversations": _joined(raws, "rows"), "entries": pd.DataFrame([dict(zip(names, totals))]), "faq": faq,
-            "not_found": _joined(raws, "missed")}
+    :func:`_conversation_rows` of one range, or of several disjoint ranges (``CONVERSATION_FRAMES``)."""
+    return {name: make(raws) for name, make in CONVERSATION_FRAMES.items()}
 
 
 def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
@@ -372,17 +441,68 @@ def shape(part: str, raws: list[dict[str, pd.DataFrame]]) -> Frames:
     return Frames(**loaded)
 
 
+class PartFrames:
+    """:func:`shape`'s :class:`Frames` of one part, each frame made when a figure first reads it: after an FAQ
+    exchange only the FAQ tables are computed again, so the conversations' other frames are not made at all.
+    The conversations part's frames are made one by one (``CONVERSATION_FRAMES``); any other is
+    :func:`shape`'s."""
+
+    def __init__(self, part: str, raws: list[dict[str, Any]]) -> None:
+        self._part, self._raws = part, raws
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._part == "conversations" and name in CONVERSATION_FRAMES:
+            value = CONVERSATION_FRAMES[name](self._raws)
+            setattr(self, name, value)  # made once
+            return value
+        whole = shape(self._part, self._raws)  # the others: all made at once, once
+        for field in Frames.__dataclass_fields__:
+            if field not in self.__dict__:
+                setattr(self, field, getattr(whole, field))
+        return getattr(whole, name)
+
+
+def piece_sources(part: str, raw: dict[str, Any]) -> dict[str, list[Any]]:
+    """What each source of figures (``FIGURE_SOURCES``) is made from in one piece of :func:`read_part`:
+    equal values in every piece (and, for a flow's conversations, equal ``types`` in every piece: one frame
+    holds every flow, and pandas makes a column's type from all of its values), equal figures. ``ui.cache``
+    digests them once per piece, when it is read, so naming a table's inputs after a write costs only the
+    piece read again."""
+    if part == "conversations":
+        flow = GROUP_COLUMNS.index("flow")
+        return {"knowledge": [row for row in raw["rows"] if row[flow] == "knowledge"],
+                "diagnosis": [row for row in raw["rows"] if row[flow] == "diagnosis"],
+                "entries": raw["entries"], "faq": raw["faq"], "not_found": raw["missed"],
+                # the Python types in each column: with the values, what the frame's column types are made of
+                "types": [sorted({type(row[i]).__name__ for row in raw["rows"]})
+                          for i in range(len(GROUP_COLUMNS) + 4)]}
+    return {"quality": [raw["sums"], raw["latency"]], "hourly": [raw["hourly"]], "methods": raw["methods"],
+            "errors": [raw["errors"], raw["sums"]]}
+
+
 def settled_split(since: datetime, until: datetime, part: str, today: date | None = None
-                  ) -> list[tuple[datetime, datetime, bool]]:
+                  ) -> list[tuple[datetime, datetime, str]]:
     """``[since, until)`` (Japan midnights) cut where ``part``'s days still being written begin
-    (``rollups.settled_before``: yesterday for conversations, today for model calls), as ``(start, end,
-    settled)``: the settled piece's rollups change only with ``rollups.SETTLED`` versions, so the first run
-    after a write reads again only the last day or two. A range that is not whole Japan days is not cut."""
+    (``rollups.settled_before``: yesterday for conversations, today for model calls) and, for the
+    conversations, again at today, as ``(start, end, version)``: the rollup version whose moves are the only
+    ones that change that piece (``rollups.SETTLED`` for the settled days, ``rollups.RECENT`` for yesterday's
+    conversations, the part's own for today), so the first run after today's write reads again only today.
+    A range that is not whole Japan days is one piece of the part's own version."""
     if _japan_day(utc_bound(since)) is None or _japan_day(utc_bound(until, end=True)) is None:
-        return [(since, until, False)]
-    first = date.fromisoformat(rollups.settled_before(part, today))
-    cut = max(since, min(until, datetime.combine(first, time(), rollups.DAY_TZ)))
-    return [(lo, hi, settled) for lo, hi, settled in ((since, cut, True), (cut, until, False)) if lo < hi]
+        return [(since, until, part)]
+    today = today or datetime.now(rollups.DAY_TZ).date()
+    cuts = [(date.fromisoformat(rollups.settled_before(part, today)), rollups.SETTLED[part])]
+    if part in rollups.RECENT:
+        cuts.append((today, rollups.RECENT[part]))
+    pieces, start = [], since
+    for day, version in cuts:
+        cut = max(start, min(until, datetime.combine(day, time(), rollups.DAY_TZ)))
+        if start < cut:
+            pieces.append((start, cut, version))
+        start = cut
+    return pieces + ([(start, until, part)] if start < until else [])
 
 
 def _conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
@@ -452,27 +572,13 @@ FIGURES = {"conversations": ("interview_funnel", "turns_to_phase", "phase_dropof
            "calls": ("model_quality", "quality_over_time", "method_mix", "error_types")}
 
 
-# What each table is computed from: a table is computed again only when its source changed (``ui.cache``).
+# What each table is computed from (:func:`piece_sources`): a table is computed again only when its source
+# changed (``ui.cache``).
 FIGURE_SOURCES = {"interview_funnel": "knowledge", "turns_to_phase": "knowledge", "phase_dropoff": "knowledge",
                   "diagnosis_summary": "diagnosis", "diagnosis_outcomes": "diagnosis",
                   "diagnosis_end_steps": "diagnosis", "entries_confirmed": "entries", "faq_rates": "faq",
                   "faq_top_not_found": "not_found", "model_quality": "quality", "quality_over_time": "hourly",
                   "method_mix": "methods", "error_types": "errors"}
-
-
-def figure_source(frames: Frames, source: str) -> list[Any]:
-    """The slice of ``frames`` named ``source`` (``FIGURE_SOURCES``): a flow's conversations, or one table."""
-    if source in ("knowledge", "diagnosis"):
-        conversations = frames.conversations
-        return [conversations[conversations["flow"] == source].drop(columns="created_at", errors="ignore")]
-    return [frames.errors, frames.calls] if source == "errors" else [getattr(frames, source)]
-
-
-def figure_inputs(frames: Frames, name: str) -> list[Any]:
-    """What the figure ``name`` is computed from (a slice of ``frames``): equal inputs, equal figure. A chat
-    turn in an FAQ conversation changes the FAQ figures' inputs only, so the interview and diagnosis
-    figures are not computed again (``ui.cache``)."""
-    return figure_source(frames, FIGURE_SOURCES[name])
 
 
 def figure(frames: Frames, name: str) -> pd.DataFrame:
@@ -496,18 +602,36 @@ def provider_options(store: Store, since: str | date | datetime | None = None,
                      until: str | date | datetime | None = None) -> list[str]:
     """The providers seen in the range (its conversations' and its model calls'), for the filter."""
     refresh(store)
-    lo, hi = utc_bound(since), utc_bound(until, end=True)
-    first, last = _japan_day(lo), _japan_day(hi)
-    days = " AND ".join(["1 = 1"] + (["day >= :first"] if first else []) + (["day < :last"] if last else []))
-    calls = (f"SELECT DISTINCT provider FROM rollup_tasks WHERE tasks > 0 AND {days}"
-             if (lo is None or first) and (hi is None or last) else
-             "SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records "
-             f"WHERE {_range('created_at', lo, hi)}")
-    sql = f"SELECT DISTINCT provider FROM rollup_conversations WHERE {_range('created_at', lo, hi)} UNION {calls}"
+    return provider_order(providers_seen(store, {part: (since, until) for part in PARTS}))
+
+
+def providers_seen(store: Store, ranges: dict[str, tuple[Any, Any]]) -> list[str]:
+    """The providers the parts name in their ranges (``{part: (since, until)}``), in one statement: the
+    conversations' (``conversations``), the model calls' (``calls``: from the day rollups for whole Japan
+    days, else from the records). Does not refresh."""
+    selects, params = [], {"unknown": UNKNOWN}
+    for i, (part, (since, until)) in enumerate(ranges.items()):
+        lo, hi = utc_bound(since), utc_bound(until, end=True)
+        first, last = _japan_day(lo), _japan_day(hi)
+        params.update({f"since{i}": lo, f"until{i}": hi, f"first{i}": first, f"last{i}": last})
+        moments = " AND ".join(["1 = 1"] + ([f"created_at >= :since{i}"] if lo else []) +
+                               ([f"created_at < :until{i}"] if hi else []))
+        days = " AND ".join(["1 = 1"] + ([f"day >= :first{i}"] if first else []) + ([f"day < :last{i}"] if last else []))
+        if part == "conversations":
+            selects.append(f"SELECT DISTINCT provider FROM rollup_conversations WHERE {moments}")
+        elif (lo is None or first) and (hi is None or last):
+            selects.append(f"SELECT DISTINCT provider FROM rollup_tasks WHERE tasks > 0 AND {days}")
+        else:
+            selects.append(f"SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records WHERE {moments}")
+    if not selects:
+        return []
     with store.engine.connect() as conn:
-        seen = [row[0] for row in conn.execute(text(sql), {"since": lo, "until": hi, "first": first, "last": last,
-                                                           "unknown": UNKNOWN})]
-    return sorted({p for p in seen if p is not None}, key=lambda p: (p == UNKNOWN, p))
+        return [row[0] for row in conn.execute(rollups.statement(" UNION ".join(selects)), params) if row[0] is not None]
+
+
+def provider_order(providers: Iterable[str]) -> list[str]:
+    """Providers as the filter lists them: by name, ``UNKNOWN`` last, each once."""
+    return sorted({p for p in providers if p is not None}, key=lambda p: (p == UNKNOWN, p))
 
 
 # ---- interview (knowledge) -----------------------------------------------------------------------------
@@ -592,24 +716,36 @@ def entries_confirmed(frames: Frames) -> pd.DataFrame:
 
 
 # ---- model quality (debug records) ----------------------------------------------------------------------
+def _present(value: Any) -> bool:
+    """Whether a cell holds a value (not ``None`` / NaN): what pandas' ``groupby`` keeps as a key."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
 def model_quality(frames: Frames) -> pd.DataFrame:
     """Per task (flow/step), provider and prompt version: tasks, calls, first-try validity (share of
     tasks whose first call was valid), final validity, repairs per task, error calls, and the p50 / p95
-    latency of one model call (ms)."""
+    latency of one model call (ms). Built column by column from arrays (one table, no pandas operation per
+    column: this table is computed again after every model call, issue #25)."""
     columns = [*QUALITY_KEYS, "tasks", "calls", "first_try_valid", "valid", "repairs_per_task", "error_calls",
                "latency_p50_ms", "latency_p95_ms"]
     quality = frames.quality
     if quality.empty:
         return pd.DataFrame(columns=columns)
-    out = quality.assign(
-        latency_p50_ms=[_quantile(n, lo, hi, 0.5) for n, lo, hi in zip(quality["n"], quality["p50_lo"], quality["p50_hi"])],
-        latency_p95_ms=[_quantile(n, lo, hi, 0.95) for n, lo, hi in zip(quality["n"], quality["p95_lo"], quality["p95_hi"])])
-    for column in ("tasks", "calls", "error_calls"):
-        out[column] = out[column].astype(int)
-    for column in ("first_try_valid", "valid", "repairs_per_task"):
-        out[column] = out[column].astype(float)
-    out = out.round({"first_try_valid": 3, "valid": 3, "repairs_per_task": 2, "latency_p50_ms": 1, "latency_p95_ms": 1})
-    return out.sort_values(QUALITY_KEYS).reset_index(drop=True)[columns]
+    keys = list(zip(*(quality[k].tolist() for k in QUALITY_KEYS)))
+    order = sorted(range(len(keys)), key=keys.__getitem__)  # stable, as sort_values
+    if order != list(range(len(keys))):
+        quality = quality.iloc[order]
+    n = quality["n"].tolist()
+    out: dict[str, Any] = {k: quality[k].array for k in QUALITY_KEYS}
+    for column in ("tasks", "calls"):
+        out[column] = quality[column].to_numpy().astype(int)
+    for column, decimals in (("first_try_valid", 3), ("valid", 3), ("repairs_per_task", 2)):
+        out[column] = np.round(quality[column].to_numpy().astype(float), decimals)
+    out["error_calls"] = quality["error_calls"].to_numpy().astype(int)
+    for column, q, lo, hi in (("latency_p50_ms", 0.5, "p50_lo", "p50_hi"), ("latency_p95_ms", 0.95, "p95_lo", "p95_hi")):
+        out[column] = np.round(np.array([_quantile(*v, q) for v in zip(n, quality[lo].tolist(), quality[hi].tolist())],
+                                        dtype=float), 1)
+    return pd.DataFrame(out, columns=columns)
 
 
 def method_mix(frames: Frames) -> pd.DataFrame:
@@ -617,35 +753,68 @@ def method_mix(frames: Frames) -> pd.DataFrame:
     methods = frames.methods
     if methods.empty:
         return pd.DataFrame(columns=["task"])
-    mix = methods.groupby(["task", "method"])["tasks"].sum().unstack("method", fill_value=0)
-    return mix.astype(int).rename_axis(columns=None).reset_index()
+    cells: dict[tuple[str, str], int] = {}
+    for task, method, tasks in zip(methods["task"].tolist(), methods["method"].tolist(), methods["tasks"].tolist()):
+        if _present(task) and _present(method):  # as groupby: a missing key is left out
+            cells[task, method] = cells.get((task, method), 0) + int(tasks)
+    if not cells:
+        return pd.DataFrame(columns=["task"])
+    tasks = sorted({task for task, _ in cells})
+    names = sorted({method for _, method in cells})
+    mix = {method: np.array([cells.get((task, method), 0) for task in tasks], dtype=int) for method in names}
+    return pd.DataFrame({"task": tasks, **mix}, columns=["task", *names])
 
 
 def error_types(frames: Frames) -> pd.DataFrame:
     """Failed model calls by outcome (parse_error, schema_error, provider_error:<kind>, …), most frequent first."""
-    errors = frames.errors.assign(error_type=frames.errors["error_type"].fillna(UNKNOWN))
-    out = (errors.groupby("error_type", as_index=False)["calls"].sum()
-           .sort_values(["calls", "error_type"], ascending=[False, True]).reset_index(drop=True))
-    out["calls"] = out["calls"].astype(int)
-    out["share_of_calls"] = _share(out["calls"], frames.calls)
-    return out[["error_type", "calls", "share_of_calls"]]
+    errors = frames.errors
+    if errors.empty:
+        return pd.DataFrame({"error_type": errors["error_type"].astype(object), "calls": errors["calls"].astype(int),
+                             "share_of_calls": pd.Series(dtype=float)}, columns=["error_type", "calls", "share_of_calls"])
+    counts: dict[str, int] = {}
+    for error, calls in zip(errors["error_type"].tolist(), errors["calls"].tolist()):
+        error = error if _present(error) else UNKNOWN
+        counts[error] = counts.get(error, 0) + int(calls)
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    calls = np.array([n for _, n in ordered], dtype=int)
+    share = np.round(calls / frames.calls, 3) if frames.calls > 0 else np.zeros(len(calls))
+    return pd.DataFrame({"error_type": [error for error, _ in ordered], "calls": calls, "share_of_calls": share})
 
 
-def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo", freq: str = "D") -> pd.DataFrame:
+def quality_over_time(frames: Frames, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
     """First-try validity per day (in ``tz``) for each ``task · provider · prompt version``: a prompt change
-    shows up as a step. Index: the day; one column per series."""
+    shows up as a step. Index: the day; one column per series. Each key column coded once (``factorize``),
+    the cells summed by ``bincount`` and divided as one array (this table changes with every model call)."""
     hourly = frames.hourly
     if hourly.empty:
         return pd.DataFrame()
-    hours = pd.Series(hourly["hour"].unique())  # each distinct hour converted once
-    stamp = pd.to_datetime(hours + ":00:00+00:00", utc=True, format="ISO8601")
-    days = pd.Series(stamp.dt.tz_convert(tz).dt.tz_localize(None).dt.to_period(freq).dt.start_time.to_numpy(),
-                     index=hours.to_numpy())
-    hourly = hourly.assign(day=hourly["hour"].map(days),
-                           series=hourly["task"] + " · " + hourly["provider"] + " · " + hourly["prompt_version"])
-    sums = hourly.groupby(["day", "series"])[["first_try_valid", "tasks"]].sum()
-    share = (sums["first_try_valid"].astype(float) / sums["tasks"].astype(float)).rename("first_try_valid").round(3)
-    return share.unstack("series").rename_axis(index="day", columns="series")
+    (hours, hour_of), (tasks, task_of), (providers, provider_of), (versions, version_of) = (
+        pd.factorize(hourly[c].to_numpy(dtype=object)) for c in HOURLY_COLUMNS[:4])  # -1: a missing value
+    keep = (hours >= 0) & (tasks >= 0) & (providers >= 0) & (versions >= 0)  # as groupby: a missing key is left out
+    if not keep.any():
+        return pd.DataFrame()
+    zone = ZoneInfo(tz)  # each distinct hour converted once
+    local = [datetime.combine(datetime.fromisoformat(f"{h}:00:00+00:00").astimezone(zone).date(), time())
+             for h in hour_of]
+    days = sorted(set(local))
+    day_at = np.array([days.index(day) for day in local], dtype=int)[hours[keep]]
+    combos, combo_of = pd.factorize((tasks[keep] * len(provider_of) + providers[keep]) * len(version_of)
+                                    + versions[keep])
+    width = len(version_of)
+    names = [f"{task_of[c // (len(provider_of) * width)]} · {provider_of[c // width % len(provider_of)]}"
+             f" · {version_of[c % width]}" for c in combo_of]
+    series = sorted(set(names))
+    series_at = np.array([series.index(name) for name in names], dtype=int)[combos]
+    cell, size = day_at * len(series) + series_at, len(days) * len(series)
+    present = np.bincount(cell, minlength=size) > 0
+    first_valid = np.where(present, np.bincount(cell, hourly["first_try_valid"].to_numpy(dtype=float)[keep], size),
+                           np.nan).reshape(len(days), len(series))
+    tasks_sum = np.where(present, np.bincount(cell, hourly["tasks"].to_numpy(dtype=float)[keep], size),
+                         np.nan).reshape(len(days), len(series))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.round(first_valid / tasks_sum, 3)
+    return pd.DataFrame(share, index=pd.DatetimeIndex(days, name="day").as_unit("us"),
+                        columns=pd.Index(series, name="series"))
 
 
 # ---- diagnosis -------------------------------------------------------------------------------------------
@@ -702,11 +871,15 @@ def diagnosis_summary(frames: Frames) -> pd.DataFrame:
 # ---- FAQ -------------------------------------------------------------------------------------------------
 def faq_rates(frames: Frames) -> pd.DataFrame:
     """FAQ exchanges per outcome and their rate (answered / not_found / fallback / refused / handoff / smalltalk)."""
-    counts = frames.faq.set_index("outcome")["exchanges"].astype(int) if len(frames.faq) else pd.Series(dtype=int)
-    order = list(FAQ_OUTCOMES) + sorted(set(counts.index) - set(FAQ_OUTCOMES))
-    out = counts.reindex(order, fill_value=0).astype(int).rename("exchanges").rename_axis("outcome").reset_index()
-    out["rate"] = _share(out["exchanges"], int(counts.sum()))
-    return out
+    counts: dict[str, int] = {}
+    if len(frames.faq):
+        for outcome, exchanges in zip(frames.faq["outcome"].tolist(), frames.faq["exchanges"].tolist()):
+            counts[outcome] = int(exchanges)
+    order = list(FAQ_OUTCOMES) + sorted(set(counts) - set(FAQ_OUTCOMES))
+    exchanges = np.array([counts.get(outcome, 0) for outcome in order], dtype=int)
+    total = int(exchanges.sum())
+    rate = np.round(exchanges / total, 3) if total > 0 else np.zeros(len(order))
+    return pd.DataFrame({"outcome": order, "exchanges": exchanges, "rate": rate})
 
 
 def _question_key(text: Any) -> str:

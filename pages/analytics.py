@@ -5,6 +5,7 @@ the store changes); this page only labels and draws them."""
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -15,10 +16,10 @@ from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
 from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
-from core.text.spreadsheet import csv_bytes, safe_frame
+from core.text.spreadsheet import csv_bytes, safe_cell
 from ui import cache, review_quality
-from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 from ui.session import leave_pages_directory_mode
+from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 
 leave_pages_directory_mode()  # first: a fresh server's deep link must run app.py before this page
 
@@ -74,47 +75,55 @@ def task_label(task: str) -> str:
 
 
 def labelled(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with Japanese values and column names, as shown and downloaded."""
-    shown = table.copy()
-    for column, labels in VALUES.items():
-        if column in shown:
-            shown[column] = shown[column].map(lambda v, m=labels: m.get(v, v))
-    if "task" in shown:
-        shown["task"] = shown["task"].map(task_label)
-    return shown.rename(columns={**COLUMNS, **METHODS})
+    """``table`` with Japanese values and column names, as shown and downloaded, safe for a spreadsheet (as
+    ``safe_frame``), made in one DataFrame from its columns' values (again after every write that changes it)."""
+    data: dict[int, Any] = {}
+    for i, column in enumerate(table.columns):
+        values = table.iloc[:, i]
+        if column in VALUES or column == "task" or values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
+            label = VALUES.get(column, {})
+            values = pd.Series([safe_cell(task_label(v) if column == "task" else label.get(v, v)) for v in values.tolist()],
+                               dtype=object, index=table.index)
+        data[i] = values
+    shown = pd.DataFrame(data, index=table.index)
+    shown.columns = [safe_cell({**COLUMNS, **METHODS}.get(c, c)) for c in table.columns]
+    shown.index = table.index.map(safe_cell)
+    return shown
 
 
-@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
+@st.cache_resource(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
 def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
     """One table labelled and safe for a spreadsheet, once per content (``content`` names it); the not-found
-    questions' times in JST."""
+    questions' times in JST. Kept as it is, not pickled (nothing changes a shown table)."""
     if name == "faq_top_not_found":
         _table = _table.assign(last_asked=_table["last_asked"].map(jst))
-    return safe_frame(labelled(_table))
+    return labelled(_table)
 
 
-@st.cache_data(ttl=cache.TTL_SECONDS, max_entries=16, show_spinner=False)
-def labelled_all(key: tuple, _figures: dict, _digests: dict) -> dict[str, pd.DataFrame]:
-    """Every table labelled, once per set of figures (``key`` names them); each table again only when its
-    content changed."""
-    tables = {name: labelled_one(name, _digests[name], table) for name, table in _figures.items()}
+def labelled_all(figures: dict, digests: dict) -> dict[str, pd.DataFrame]:
+    """Every table shown labelled, each again only when its content changed (``labelled_one``: one lookup per
+    table, nothing pickled). A table that is only charted (``CHARTED``) is not labelled."""
+    tables = {name: labelled_one(name=name, content=digests[name], _table=table) for name, table in figures.items()
+              if name not in CHARTED}
     tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
 
 
 SOURCES = {"faq_not_found": "faq_top_not_found"}  # a shown table → the figure it is made from
+CHARTED = {"quality_over_time"}  # drawn as a chart from the figure itself, not shown as a table
 
 
 def show(name: str, *, index: bool = False) -> pd.DataFrame:
     shown = tables[name]
-    cache.replay("dataframe", (name, digests[SOURCES.get(name, name)]), shown, hide_index=not index, width="stretch")
+    cache.replay(kind="dataframe", key=(name, digests[SOURCES.get(name, name)]), _data=shown, hide_index=not index,
+                 width="stretch")
     st.download_button("CSV をダウンロード", lambda: csv_bytes(shown, index=index),  # made on click
                        file_name=f"{name}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{name}")
     return shown
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    cache.replay(kind, (name, digests[name], repr(sorted(kwargs.items()))), data, **kwargs)
+    cache.replay(kind=kind, key=(name, digests[name], repr(sorted(kwargs.items()))), _data=data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):
@@ -132,8 +141,8 @@ start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers", select_all=False)
-key, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
-tables = labelled_all(key, figures, digests)
+_, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
+tables = labelled_all(figures, digests)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 

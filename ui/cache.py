@@ -6,6 +6,10 @@ with nothing new reads nothing from the database, and the first rerun after a wr
 cache holds a bounded number of entries (``max_entries``) for a bounded time (``ttl``), so the server's
 memory stays flat however many sessions come and go (a session keeps only its widget values), and a stamp
 that cannot be read (another database engine) is covered by the TTL alone.
+
+分析's intermediate values that nothing changes once made (the pieces read, the computed and labelled tables)
+are kept as they are (``st.cache_resource``, same bounds) instead of pickled in and out of the cache: after
+every write they are looked up, and copying them was a good part of the page's first run (issue #25).
 """
 from __future__ import annotations
 
@@ -40,66 +44,95 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
-@st.cache_data(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
-def _figure(name: str, inputs: str, _frames: analytics.Frames) -> Any:
-    return analytics.figure(_frames, name)
+@st.cache_resource(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
+def _figure(name: str, inputs: str, _frames: analytics.Frames) -> tuple[Any, str]:
+    """The table ``name`` computed from ``_frames`` (``inputs`` names its inputs) and a digest of the table
+    itself: a table whose inputs changed but whose content did not (a share that rounds the same) is not
+    labelled or drawn again. Kept as it is, not pickled (``st.cache_resource``: the callers never change a
+    table), so looking up the tables a write did not change costs no copy."""
+    table = analytics.figure(_frames, name)
+    return table, digest(table)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _providers(url: str, versions: Any, since: datetime, until: datetime) -> list[str]:
-    return analytics.provider_options(get_store(url), since, until)
-
-
-@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-          ) -> dict[str, Any]:
-    """What one part reads for ``[since, until)`` (the days still being written), summed by the database, for
-    this version of its rollups."""
-    return analytics.read_part(get_store(url), part, since, until, providers)
+def _providers(url: str, versions: tuple, since: datetime, until: datetime) -> list[str]:
+    """The filter's providers for these rollup versions: each part's settled days are read again only when
+    their own version moves (as :func:`_part`), the days still being written (both parts' in one statement)
+    whenever these versions do."""
+    version, seen, fresh = dict(versions), [], {}
+    for part in analytics.FIGURES:
+        for lo, hi, name in analytics.settled_split(since, until, part):
+            if name != part:  # the settled days, yesterday's conversations
+                seen += _settled_providers(url=url, version=version.get(name, 0), part=part, since=lo, until=hi)
+            else:
+                fresh[part] = (lo, hi)
+    return analytics.provider_order(seen + analytics.providers_seen(get_store(url), fresh))
 
 
 @st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
+def _settled_providers(url: str, version: int, part: str, since: datetime, until: datetime) -> list[str]:
+    return analytics.providers_seen(get_store(url), {part: (since, until)})
+
+
+def _piece(part: str, raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A piece of one part as read, with a digest per source of figures (``analytics.piece_sources``), made
+    once when the piece is read (and cached with it)."""
+    return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
+
+
+@st.cache_resource(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
+          ) -> tuple[dict[str, Any], dict[str, str]]:
+    """What one part reads for ``[since, until)`` (the days still being written), summed by the database, for
+    this version of its rollups, and its sources' digests (:func:`_piece`); kept as it is, not pickled
+    (``analytics.shape`` only reads it)."""
+    return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
+
+
+@st.cache_resource(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
 def _settled_rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-                  ) -> dict[str, Any]:
-    """:func:`_rows` of the settled days, for this settled version (kept apart: a write today does not push
-    them out)."""
-    return analytics.read_part(get_store(url), part, since, until, providers)
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """:func:`_rows` of the settled days or of yesterday's conversations, for their own version
+    (``analytics.settled_split``; kept apart: a write today does not push them out; kept as they are, not
+    pickled: ``analytics.shape`` only reads them)."""
+    return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
           ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The tables of one part of 分析 (``analytics.FIGURES``) and their inputs' digests, for these rollup
-    versions. The settled days (``analytics.settled_split``) are read again only when their own version
-    moves, the days still being written whenever the part's does; each table is computed again only when its own
-    inputs changed (``_figure``)."""
-    version = dict(versions)
-    raws = [_settled_rows(url, version.get(rollups.SETTLED[part], 0), part, lo, hi, providers) if settled else
-            _rows(url, version.get(part, 0), part, lo, hi, providers)
-            for lo, hi, settled in analytics.settled_split(since, until, part)]
-    frames = analytics.shape(part, raws)
+    """The tables of one part of 分析 (``analytics.FIGURES``) and their contents' digests, for these rollup
+    versions. The settled days and yesterday's conversations (``analytics.settled_split``) are read again
+    only when their own version moves, today whenever the part's does; each table is computed again only when its
+    own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
+    made when it was read) and, for a flow's conversations, the frame's column types."""
+    version = dict(versions)  # cached functions called by keyword: Streamlit reads no signature to key them
+    pieces = [(_rows if name == part else _settled_rows)(url=url, version=version.get(name, 0), part=part, since=lo,
+                                                         until=hi, providers=providers)
+              for lo, hi, name in analytics.settled_split(since, until, part)]
+    frames = analytics.PartFrames(part, [raw for raw, _ in pieces])  # each frame made when first read
+    sources = {source: digest_of([piece[source] for _, piece in pieces] +  # one frame holds every flow:
+                                 ([piece["types"] for _, piece in pieces] if source in ("knowledge", "diagnosis")
+                                  else []))  # their column types are shared
+               for source in pieces[0][1]} if pieces else {}
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
-    sources: dict[str, str] = {}  # each source digested once (three tables read a flow's conversations)
     for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
-        source = analytics.FIGURE_SOURCES[name]
-        if source not in sources:
-            sources[source] = digest_of(analytics.figure_source(frames, source))
-        digests[name] = sources[source]
-        tables[name] = _figure(name, digests[name], frames)
+        tables[name], digests[name] = _figure(name=name, inputs=sources.get(analytics.FIGURE_SOURCES[name], ""),
+                                              _frames=frames)
     return tables, digests
 
 
 def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
                ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Every table of the period and its inputs' digest, for these rollup versions: a rerun with nothing new
+    """Every table of the period and its content's digest, for these rollup versions: a rerun with nothing new
     is one cache hit per part. After a write, only the part whose rollups changed is read again (its days
     still being written, unless a settled day changed too), and only the tables whose own inputs changed are
     computed again."""
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for part in analytics.FIGURES:
-        names = (part, rollups.SETTLED[part])
+        names = (part, rollups.SETTLED[part], rollups.RECENT.get(part))
         part_versions = tuple((name, value) for name, value in versions if name in names)
         part_tables, part_digests = _part(url, part_versions, part, since, until, providers)
         tables.update(part_tables)
@@ -110,11 +143,12 @@ def _analytics(url: str, versions: tuple, since: datetime, until: datetime, prov
 def analytics_figures(since: datetime, until: datetime, providers: list[str]
                       ) -> tuple[tuple, dict[str, Any], dict[str, str]]:
     """``(key, tables, digests)``: every table of 分析 for the period (``core.analytics`` function name →
-    table), a key that names exactly these tables, and per table a digest of its inputs (a name for its
-    content, for :func:`replay`). What was written since the last look is counted first (the store's
-    rollups, ``analytics.refresh``); each part of the page (``analytics.FIGURES``) is read again only when
+    table), a key that names exactly these tables, and per table a digest of its content (for
+    :func:`replay` and the labelled tables: a table that did not change is not labelled or drawn again).
+    What was written since the last look is counted first (the store's rollups, ``analytics.refresh``);
+    each part of the page (``analytics.FIGURES``) is read again only when
     its own rollups changed, and each table is computed again only when its own inputs changed
-    (``analytics.figure_inputs``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
+    (``analytics.piece_sources``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
     url, versions = _url(), tuple(sorted(analytics.refresh(store()).items()))
     chosen = tuple(sorted(providers))
     tables, digests = _analytics(url, versions, since, until, chosen)

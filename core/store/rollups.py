@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime, time, timedelta, timezone
+from functools import cache, lru_cache
 from itertools import zip_longest
 from typing import Any, Iterable
 
-from sqlalchemy import bindparam, delete, insert, select, text, update
+from sqlalchemy import bindparam, delete, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -57,6 +58,9 @@ DAYS_PER_BATCH = 7
 # keeps the settled days' sums until they move.
 SETTLED = {"conversations": "conversations_settled", "calls": "calls_settled"}
 SETTLED_DAYS = {"conversations": 1, "calls": 0}  # the days back from today still being written
+# Yesterday's conversations (still talked in, but far less than today's) have their own version too: a turn
+# in a conversation created yesterday moves it, so a chat turn today makes 分析 read today's conversations only.
+RECENT = {"conversations": "conversations_recent"}
 ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
                  "rollup_latency")
 
@@ -172,7 +176,9 @@ CONVERSATIONS_SQL = f"""
     SUM(CASE WHEN e.status = 'archived' THEN 1 ELSE 0 END) AS entries_archived,
     SUM(CASE WHEN EXISTS (SELECT 1 FROM entry_history h WHERE h.entry_id = e.id AND h.action = 'confirm')
         THEN 1 ELSE 0 END) AS entries_ever
-  FROM knowledge_entries e JOIN cohort c ON c.id = e.conversation_id GROUP BY e.conversation_id
+  FROM knowledge_entries e JOIN cohort c ON c.id = e.conversation_id
+  WHERE e.conversation_id IN (SELECT id FROM cohort)  -- read by its index: SQLite would scan every entry
+  GROUP BY e.conversation_id
 )
 SELECT c.id, c.flow, c.created_at, c.started, c.provider,
   k.max_rank,
@@ -194,6 +200,11 @@ SELECT c.id, c.flow, c.created_at, c.started, c.provider,
   COALESCE(x.entries_ever, 0) AS entries_ever
 FROM cohort c LEFT JOIN knowledge k ON k.id = c.id LEFT JOIN diagnosis d ON d.id = c.id LEFT JOIN entries x ON x.id = c.id
 ORDER BY c.created_at, c.id"""
+
+CONVERSATION_ROW = ("id", "flow", "created_at", "started", "provider", "max_rank", "last_phase", "finalized",
+                    "confirmed", "to_draft", "to_finalize", "final_step", "urgency", "booked", "answers", "cited",
+                    "citing", "entries", "entries_draft", "entries_confirmed", "entries_archived", "entries_ever")
+FAQ_ROW = ("conversation_id", "outcome", "question", "exchanges", "last_asked")  # the columns FAQ_SQL selects
 
 FAQ_SQL = """
 SELECT t.conversation_id, COALESCE(t.step, :unknown) AS outcome,
@@ -408,6 +419,55 @@ def mark_everything(conn: Any) -> None:
     conn.execute(text("INSERT INTO rollup_dirty(day) SELECT DISTINCT substr(created_at, 1, 10) FROM debug_records"))
 
 
+# ---- statements built once (the refresh runs after every write: building and parsing them was most of its
+# Python time, issue #25) ------------------------------------------------------------------------------------
+@lru_cache(maxsize=256)
+def statement(sql: str, *expanding: str) -> Any:
+    """``text(sql)`` built once per SQL (its bind parameters parsed once); ``expanding``: the parameters that
+    take a list (``IN :name``)."""
+    clause = text(sql)
+    return clause.bindparams(*(bindparam(name, expanding=True) for name in expanding)) if expanding else clause
+
+
+@cache
+def _core(name: str, table: str | None = None) -> Any:
+    """The refresh's Core statements, built once (parameters bound by name at execution)."""
+    ids = bindparam("ids", expanding=True)
+    dirty, versions = t.rollup_dirty, t.rollup_versions
+    if name == "versions":
+        return select(versions)
+    if name == "marks":
+        return select(dirty.c.conversation_id, dirty.c.day).distinct()
+    if name == "take_conversations":
+        return delete(dirty).where(dirty.c.conversation_id.in_(ids))
+    if name == "take_days":
+        return delete(dirty).where(dirty.c.day.in_(ids)).returning(dirty.c.day, dirty.c.record_id)
+    if name == "take_both":
+        return (delete(dirty).where(or_(dirty.c.conversation_id.in_(ids),
+                                        dirty.c.day.in_(bindparam("days", expanding=True))))
+                .returning(dirty.c.day, dirty.c.record_id))
+    if name == "bump":
+        return update(versions).where(versions.c.name.in_(ids)).values(value=versions.c.value + 1)
+    if name == "version_names":
+        return select(versions.c.name).where(versions.c.name.in_(ids))
+    if name == "record_conversations":
+        return select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(ids))
+    if name == "delete_conversations":
+        return delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids))
+    if name == "delete_faq":
+        return delete(t.rollup_faq).where(t.rollup_faq.c.conversation_id.in_(ids))
+    if name == "insert":
+        return insert(getattr(t, table))
+    if name == "delete_ids":
+        rollup = getattr(t, table)
+        return delete(rollup).where(rollup.c.id.in_(ids))
+    if name == "update_counts":  # a call rollup row's counts, by its id
+        rollup = _TABLES[table]
+        return (update(rollup).where(rollup.c.id == bindparam("row_id"))
+                .values({c: bindparam(c) for c in _COUNTED[table]}))
+    raise KeyError(name)
+
+
 # ---- the refresh -----------------------------------------------------------------------------------------
 def _chunks(items: list, size: int) -> Iterable[list]:
     for i in range(0, len(items), size):
@@ -417,21 +477,18 @@ def _chunks(items: list, size: int) -> Iterable[list]:
 class RollupsStore:
     """The rollups part of :class:`~core.store.store.Store`."""
 
-    def rollups_pending(self) -> bool:
-        """Whether a write is not counted yet (one index read)."""
-        with self._read() as conn:
-            return conn.execute(select(t.rollup_dirty.c.id).limit(1)).first() is not None
-
     def rollup_versions(self) -> dict[str, int]:
         """``{"conversations": n, "calls": m}``: they change when a refresh changed those rollups."""
         with self._read() as conn:
-            return {name: int(value) for name, value in conn.execute(select(t.rollup_versions))}
+            return {name: int(value) for name, value in conn.execute(_core("versions"))}
 
     def refresh_rollups(self) -> dict[str, int]:
         """Recount the conversations and days written since the last refresh (``rollup_dirty``); returns how
         many of each were recounted."""
         with self._read() as conn:
-            marks = conn.execute(select(t.rollup_dirty.c.conversation_id, t.rollup_dirty.c.day).distinct()).all()
+            marks = conn.execute(_core("marks")).all()
+        if not marks:
+            return {"conversations": 0, "days": 0}
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
         today = datetime.now(DAY_TZ).date()
@@ -439,17 +496,24 @@ class RollupsStore:
         days = 0
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
             with self._write() as conn:  # the marks first: a mark written after this is left for the next refresh
+                if marked and self.dialect == "postgresql":  # one refresh of the calls at a time (see _add_records)
+                    conn.execute(statement("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
+                if ids and marked:  # both kinds of marks in one statement (a day mark names no conversation)
+                    taken = [(day, record) for day, record in conn.execute(
+                        _core("take_both"), {"ids": ids, "days": marked}) if day is not None]
+                elif ids:
+                    conn.execute(_core("take_conversations"), {"ids": ids})
+                elif marked:
+                    taken = conn.execute(_core("take_days"), {"ids": marked}).all()
+                bumped: list[str] = []
                 if ids:
-                    conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.conversation_id.in_(ids)))
-                if marked:
-                    if self.dialect == "postgresql":  # one refresh of the model calls at a time (see _add_records)
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CALLS_LOCK})
-                    taken = conn.execute(delete(t.rollup_dirty).where(t.rollup_dirty.c.day.in_(marked))
-                                         .returning(t.rollup_dirty.c.day, t.rollup_dirty.c.record_id)).all()
-                if ids:
-                    old = self._created_before(conn, ids, day_bounds(settled_before("conversations", today))[0])
+                    created = self._created(conn, ids)
                     self._recount_conversations(conn, ids)
-                    self._bump_rollups(conn, "conversations", *([SETTLED["conversations"]] if old else []))
+                    settled_at, today_at = (day_bounds(settled_before("conversations", today))[0],
+                                            day_bounds(today)[0])
+                    bumped += ["conversations", *([SETTLED["conversations"]] if any(c < settled_at for c in created)
+                                                  else []),
+                               *([RECENT["conversations"]] if any(settled_at <= c < today_at for c in created) else [])]
                 if marked:
                     recount, added = _plan(taken)
                     recounted = sorted(set(recount) | set(added))
@@ -460,43 +524,44 @@ class RollupsStore:
                             self._add_records(conn, day, added[day])
                         days += 1
                     settled = recounted and recounted[0] < settled_before("calls", today)
-                    self._bump_rollups(conn, "calls", *([SETTLED["calls"]] if settled else []))
+                    bumped += ["calls", *([SETTLED["calls"]] if settled else [])]
+                self._bump_rollups(conn, *bumped)
         return {"conversations": len(conversations), "days": days}
 
     @staticmethod
-    def _created_before(conn: Any, ids: list[str], bound: str) -> bool:
-        """Whether any of the conversations ``ids`` was created before ``bound`` (its rollup row, or the
-        conversation itself when it is not counted yet or no longer exists)."""
-        params = {"ids": ids, "bound": bound}
-        statement = text("SELECT 1 FROM rollup_conversations WHERE id IN :ids AND created_at < :bound UNION ALL "
-                         "SELECT 1 FROM conversations WHERE id IN :ids AND created_at < :bound"
-                         ).bindparams(bindparam("ids", expanding=True))
-        return conn.execute(statement, params).first() is not None
+    def _created(conn: Any, ids: list[str]) -> set[str]:
+        """When the conversations ``ids`` were created (their rollup rows', and the conversations' own when not
+        counted yet or no longer there): which of 分析's pieces their recount changes."""
+        return {row[0] for row in conn.execute(statement(
+            "SELECT created_at FROM rollup_conversations WHERE id IN :ids UNION "
+            "SELECT created_at FROM conversations WHERE id IN :ids", "ids"), {"ids": ids}) if row[0] is not None}
 
     def _bump_rollups(self, conn: Any, *names: str) -> None:
-        """Move the versions ``names`` (a settled version's row is made on its first bump)."""
-        for name in names:
-            moved = conn.execute(update(t.rollup_versions).where(t.rollup_versions.c.name == name)
-                                 .values(value=t.rollup_versions.c.value + 1)).rowcount
-            if not moved:
-                dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
+        """Move the versions ``names`` (one statement; a settled version's row is made on its first bump)."""
+        if not names:
+            return
+        moved = conn.execute(_core("bump"), {"ids": list(names)}).rowcount
+        if moved < len(names):
+            have = {name for name, in conn.execute(_core("version_names"), {"ids": list(names)})}
+            dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
+            for name in names:
+                if name in have:
+                    continue
                 if dialect is None:
                     conn.execute(insert(t.rollup_versions).values(name=name, value=1))
                 else:
                     conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
 
     def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
+        """The rollup rows of the conversations ``ids`` made again, computed and written by the database
+        (``INSERT … SELECT``: nothing comes back to Python)."""
         params = {"ids": ids, "unknown": UNKNOWN}
         cohort = cohort_sql(self.dialect, "c.id IN :ids")
-        expanding = [bindparam("ids", expanding=True)]
-        rows = conn.execute(text(cohort + CONVERSATIONS_SQL).bindparams(*expanding), params).mappings().all()
-        faq = conn.execute(text(cohort + FAQ_SQL).bindparams(*expanding), params).mappings().all()
-        conn.execute(delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids)))
-        conn.execute(delete(t.rollup_faq).where(t.rollup_faq.c.conversation_id.in_(ids)))
-        if rows:
-            conn.execute(insert(t.rollup_conversations), [dict(r) for r in rows])
-        if faq:
-            conn.execute(insert(t.rollup_faq), [dict(r) for r in faq])
+        conn.execute(_core("delete_conversations"), {"ids": ids})
+        conn.execute(_core("delete_faq"), {"ids": ids})
+        conn.execute(statement(f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) "
+                               + cohort + CONVERSATIONS_SQL, "ids"), params)
+        conn.execute(statement(f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) " + cohort + FAQ_SQL, "ids"), params)
 
     def _recount_day(self, conn: Any, day: str) -> None:
         """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
@@ -512,19 +577,65 @@ class RollupsStore:
         counts so too); PostgreSQL: one refresh of the calls at a time (an advisory lock), both counts read
         in one statement each, a still-marked insert left out of both."""
         conversations = sorted({conversation or "" for conversation, in conn.execute(
-            select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(sorted(records))))})
+            _core("record_conversations"), {"ids": sorted(records)})})
         if not conversations:
             return  # deleted since (their delete marked the day: it is recounted)
-        where = PENDING + " AND COALESCE(conversation_id, '') IN :conversations"
+        where = PENDING + (" AND COALESCE(conversation_id, '') IN :conversations" if "" in conversations else
+                           " AND conversation_id IN :conversations")  # by its index, not the day's records
         before = _day_counts(conn, day, where + " AND id NOT IN :records", conversations, sorted(records))
         after = _day_counts(conn, day, where, conversations)
-        counts = _stored_counts(conn, day)
-        for name, stored in counts.items():
-            for key in set(after[name]) | set(before[name]):
-                now, then = after[name].get(key), before[name].get(key)
-                zero = _zero(now or then)
-                stored[key] = _plus(stored.get(key, zero), now or zero, then or zero, -1)
-        _write_counts(conn, day, counts)
+        moved = {name: {key: (after[name].get(key), before[name].get(key))
+                        for key in set(after[name]) | set(before[name]) if after[name].get(key) != before[name].get(key)}
+                 for name in _TABLES}
+        moved = {name: keys for name, keys in moved.items() if keys}
+        stored = _stored_rows(conn, day, moved)
+        for name, keys in moved.items():
+            _add_counts(conn, name, day, keys, stored[name])
+
+
+def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> dict[str, dict[tuple, tuple]]:
+    """The stored rows of ``day`` that the keys of ``moved`` (per call rollup) may hit, read in one statement
+    (each table's rows narrowed by its first key column, a task or a provider): per table, key → (row id,
+    counts)."""
+    selects, params = [], {"day": day}
+    for name, hits in moved.items():
+        keys, counted = _KEYS[name], _COUNTED[name]
+        padding = ["CAST(NULL AS TEXT)"] * (3 - min(len(keys), 3)) + ["CAST(NULL AS INTEGER)"] * (len(keys) < 4)
+        columns = [*keys, *padding, *counted, *["CAST(NULL AS INTEGER)"] * (6 - len(counted))]
+        selects.append(f"SELECT '{name}' AS rollup, id, {', '.join(columns)} FROM {_TABLES[name].name} "
+                       f"WHERE day = :day AND {keys[0]} IN :{name}")
+        params[name] = sorted({key[0] for key in hits})
+    stored: dict[str, dict[tuple, tuple]] = {name: {} for name in moved}
+    if selects:
+        for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *moved), params):
+            width, counted = len(_KEYS[rollup]), len(_COUNTED[rollup])
+            key = tuple(int(v) if rollup == "latency" and i == 3 else v for i, v in enumerate(values[:width]))
+            stored[rollup][key] = (row_id, tuple(int(v) for v in values[4:4 + counted]))
+    return stored
+
+
+def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple], stored: dict[tuple, tuple]) -> None:
+    """Add ``now - then`` to the stored rows of ``day`` in the rollup ``name`` for each key of ``moved``
+    (``{key: (now, then)}``, either ``None`` for nothing; ``stored``: :func:`_stored_rows`): updated in
+    place, inserted or (left counting nothing) deleted."""
+    table, keys, counted = _TABLES[name], _KEYS[name], _COUNTED[name]
+    gone, changed, new = [], [], []
+    for key, (now, then) in moved.items():
+        zero = _zero(now or then)
+        row_id, value = stored.get(key, (None, zero))
+        total = _plus(value, now or zero, then or zero, -1)
+        if row_id is not None and not any(total):
+            gone.append(row_id)
+        elif row_id is not None:
+            changed.append({"row_id": row_id, **dict(zip(counted, total))})
+        elif any(total):
+            new.append({"day": day, **dict(zip(keys, key)), **dict(zip(counted, total))})
+    if gone:
+        conn.execute(_core("delete_ids", table.name), {"ids": gone})
+    if changed:  # a stored row's counts moved: updated in place
+        conn.execute(_core("update_counts", name), changed)
+    if new:
+        conn.execute(_core("insert", table.name), new)
 
 
 ADD_LIMIT = 500  # more inserted records than this on one day: recounting the day is as cheap (and one statement)
@@ -569,17 +680,17 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
     that day (a row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
     lo, hi = day_bounds(day)
     params: dict[str, Any] = {"since": lo, "until": hi, "unknown": UNKNOWN}
-    statement = text(calls_sql(where) + aggregates_sql(False))
+    expanding = []
     if conversations is not None:
         params["conversations"] = conversations
-        statement = statement.bindparams(bindparam("conversations", expanding=True))
+        expanding.append("conversations")
     if records is not None:
         params["records"] = records
-        statement = statement.bindparams(bindparam("records", expanding=True))
+        expanding.append("records")
     counts: dict[str, dict[tuple, tuple]] = {name: {} for name in _KEYS}
     errors: dict[tuple, int] = {}
     for kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms in conn.execute(
-            statement, params):
+            statement(calls_sql(where) + aggregates_sql(False), *expanding), params):
         if kind == "task":
             counts["tasks"][(task, provider, version)] = (
                 int(tasks), int(calls), int(first), int(valid), int(repairs or 0), 0)
@@ -594,16 +705,6 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
             counts["latency"][key] = (counts["latency"].get(key, (0,))[0] + 1,)
     for series, n in errors.items():
         counts["tasks"][series] = counts["tasks"].get(series, (0, 0, 0, 0, 0, 0))[:5] + (n,)
-    return counts
-
-
-def _stored_counts(conn: Any, day: str) -> dict[str, dict[tuple, tuple]]:
-    """The day rollups of ``day`` as :func:`_day_counts` gives them."""
-    counts: dict[str, dict[tuple, tuple]] = {}
-    for name, table in _TABLES.items():
-        keys, counted = _KEYS[name], _COUNTED[name]
-        counts[name] = {tuple(row[:len(keys)]): tuple(int(v) for v in row[len(keys):]) for row in conn.execute(
-            select(*(table.c[c] for c in keys + counted)).where(table.c.day == day))}
     return counts
 
 

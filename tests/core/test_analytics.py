@@ -408,18 +408,26 @@ def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conv
 
 @pytest.mark.parametrize("providers", [[], ["openai"]])
 def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods_figures(store, seeded, providers):
-    """What 分析 keeps (the settled days' sums, read once) and what it reads after each write (the days still
-    being written: from yesterday for conversations, today for model calls) add up to the figures of the
-    whole period, table for table."""
+    """What 分析 keeps (the settled days' sums and yesterday's conversations, each read once per version of
+    its own) and what it reads after each write today (today's conversations and model calls) add up to the
+    figures of the whole period, table for table."""
     jst = timezone(timedelta(hours=9))
     since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
-    assert a.settled_split(since, until, "calls", today=date(2025, 5, 1)) == [(since, until, False)]
-    assert a.settled_split(since, until, "calls", today=date(2025, 8, 1)) == [(since, until, True)]
+    assert a.settled_split(since, until, "calls", today=date(2025, 5, 1)) == [(since, until, "calls")]
+    assert a.settled_split(since, until, "calls", today=date(2025, 8, 1)) == [(since, until, "calls_settled")]
+    assert a.settled_split(since, until, "conversations", today=date(2025, 7, 1)) == [
+        (since, datetime(2025, 6, 30, tzinfo=jst), "conversations_settled"),
+        (datetime(2025, 6, 30, tzinfo=jst), until, "conversations_recent")]
     a.refresh(store)
+    today = datetime(2025, 6, 12, tzinfo=jst)
     for part in a.FIGURES:
-        split = a.settled_split(since, until, part, today=date(2025, 6, 12))
-        cut = datetime(2025, 6, 11 if part == "conversations" else 12, tzinfo=jst)  # yesterday / today
-        assert split == [(since, cut, True), (cut, until, False)]
+        split = a.settled_split(since, until, part, today=today.date())
+        if part == "conversations":  # before yesterday, yesterday, from today
+            yesterday = datetime(2025, 6, 11, tzinfo=jst)
+            assert split == [(since, yesterday, "conversations_settled"), (yesterday, today, "conversations_recent"),
+                             (today, until, "conversations")]
+        else:
+            assert split == [(since, today, "calls_settled"), (today, until, "calls")]
         whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
         added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
         for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):

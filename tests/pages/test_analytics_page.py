@@ -133,22 +133,28 @@ def test_a_rerun_reads_only_the_rollup_versions_until_a_new_turn_is_stored(seede
 
 
 def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
-    """Each table is cached by its own inputs (core.analytics.figure_inputs): an FAQ exchange written by
+    """Each table is cached by its own inputs (core.analytics.piece_sources): an FAQ exchange written by
     another user recomputes the FAQ tables and leaves the interview, diagnosis and model-call tables as
-    they were (counted, not timed)."""
+    they were, and only the frames the FAQ tables read are made (counted, not timed)."""
     import streamlit as st
 
     st.cache_data.clear()  # a figure is cached by its inputs' digest: the same seeded store, the same key
+    st.cache_resource.clear()
     computed: list[str] = []
     real = analytics.figure
     monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real(frames, name))
     at = page()
     assert not at.exception and "interview_funnel" in computed
     computed.clear()
+    made: list[str] = []  # the conversations' frames made (core.analytics.PartFrames: only those read)
+    for name, make in list(analytics.CONVERSATION_FRAMES.items()):
+        monkeypatch.setitem(analytics.CONVERSATION_FRAMES, name,
+                            lambda raws, name=name, make=make: made.append(name) or make(raws))
     conversation(seeded, "faq", faq_chat(("not_found", "営業時間は？", 0)), provider="offline")
     at.run()
     assert not at.exception
     assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
+    assert sorted(made) == ["faq", "not_found"]  # not the conversations' kinds nor the entries
     assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one
 
 
@@ -189,8 +195,8 @@ def test_a_column_name_with_a_dot_is_one_field_not_a_path():
 
 def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, monkeypatch):
     """The period's settled days (model calls before today, conversations created before yesterday, Japan
-    time) are read once and kept until one of them changes; another user's chat turn today makes the next
-    run read today's calls and yesterday's and today's conversations only (counted)."""
+    time) and yesterday's conversations are read once and kept until one of them changes; another user's
+    chat turn today makes the next run read today's calls and conversations only (counted)."""
     from datetime import time, timedelta
 
     import streamlit as st
@@ -198,17 +204,58 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
     from core.text.jst import JST
 
     st.cache_data.clear()
+    st.cache_resource.clear()  # the settled days' pieces
     reads: list[tuple[str, datetime]] = []
     real = analytics.read_part
     monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=():
                         reads.append((part, since)) or real(store, part, since, until, providers))
     at = page()
     today = datetime.combine(datetime.now(JST).date(), time(), JST)
-    start, cut = today - timedelta(days=29), {"calls": today, "conversations": today - timedelta(days=1)}
-    assert sorted(reads) == sorted((part, s) for part in analytics.FIGURES for s in (start, cut[part]))
+    start, yesterday = today - timedelta(days=29), today - timedelta(days=1)
+    assert sorted(reads) == sorted([("calls", start), ("calls", today), ("conversations", start),
+                                    ("conversations", yesterday), ("conversations", today)])
     reads.clear()
     conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
     at.run()
-    assert not at.exception and sorted(reads) == [("calls", cut["calls"]), ("conversations", cut["conversations"])]
+    assert not at.exception and sorted(reads) == [("calls", today), ("conversations", today)]
+
+
+def test_after_a_write_a_table_is_drawn_again_only_when_its_content_changed(seeded, monkeypatch):
+    """Another model call of a series whose day share does not move recomputes the model-call tables (their
+    inputs changed) but draws again only those whose content changed: the quality table (one call more), not
+    the chart of first-try validity per day (still 100 % today). Counted, not timed (issue #25)."""
+    import streamlit as st
+
+    from ui import charts
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = page()
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    cid = conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
+    call(seeded, cid, "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
+    at.run()  # the series is new today: everything it feeds is drawn
+    computed: list[str] = []
+    real_figure = analytics.figure
+    monkeypatch.setattr(analytics, "figure", lambda frames, name: computed.append(name) or real_figure(frames, name))
+    charted: list[str] = []
+    real_spec = charts.spec
+    monkeypatch.setattr(charts, "spec", lambda kind, data, **kw: charted.append(kind) or real_spec(kind, data, **kw))
+    drawn: list[list[str]] = []
+    real_dataframe = st.dataframe
+    monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(list(data.columns)) or real_dataframe(data, **kw))
+    shaped: list[str] = []
+    real_shape = analytics.shape
+    monkeypatch.setattr(analytics, "shape", lambda part, raws: shaped.append(part) or real_shape(part, raws))
+    before = [d.value for d in at.dataframe]
+    call(seeded, cid, "faq", "answered", "offline", 1, "call", "ok", "structured_output", 90, time=now)
+    at.run()
+    assert not at.exception
+    assert shaped == ["calls"]  # the model calls' frames made once, the conversations' not at all
+    assert {"model_quality", "quality_over_time", "method_mix", "error_types"} <= set(computed)
+    assert "line" not in charted  # quality_over_time: recomputed, the same table, not drawn again
+    changed = [list(b.columns) for a, b in zip(before, (d.value for d in at.dataframe)) if not a.equals(b)]
+    assert changed and sorted(drawn) == sorted(changed)  # exactly the tables whose content changed
+    assert len(drawn) < len(before)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import delete, event, select
@@ -119,9 +120,9 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
 
 
 def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
-    """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts or
-    deletes), a chat turn's conversation and day are recounted in one transaction, and the rows kept equal a
-    recount of everything."""
+    """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts,
+    updates or deletes; a stored row is updated in place, one statement per table), a chat turn's conversation
+    and day are recounted in one transaction, and the rows kept equal a recount of everything."""
     for i in range(12):  # one day, several series, methods, outcomes and latency buckets
         cid = store.create_conversation("faq", operator)
         store.add_debug_record({**record(cid, latency=100.0 + 40 * i, provider=("openai", "offline")[i % 2],
@@ -133,10 +134,10 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
 
     def count(conn, cursor, statement, parameters, context, executemany):
         words = statement.split()
-        if words[0] in ("INSERT", "DELETE") and any(w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors",
-                                                                   "rollup_latency")) for w in words[:4]):
+        if words[0] in ("INSERT", "DELETE", "UPDATE") and any(
+                w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")) for w in words[:4]):
             rows = len(parameters) if executemany else 1
-            if words[0] == "DELETE":
+            if words[0] in ("DELETE", "UPDATE"):
                 rows = cursor.rowcount
             written.append((words[0], rows))
 
@@ -152,7 +153,9 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     assert len(commits) == 1  # the conversation and its day in one transaction
     inserted = sum(n for kind, n in written if kind == "INSERT")
     deleted = sum(n for kind, n in written if kind == "DELETE")
-    assert (inserted, deleted) == (3, 3)  # the series' tasks row, its method row, one latency bucket moved
+    updated = sum(n for kind, n in written if kind == "UPDATE")
+    assert (inserted, deleted, updated) == (0, 0, 3)  # the series' tasks row, its method row, one latency bucket
+    assert len(written) == 3  # one statement per rollup table moved
     kept_days = day_rows(store)
     with store._write() as conn:
         for name in rollups.ROLLUP_TABLES:
@@ -218,6 +221,89 @@ def test_an_inserted_record_is_added_to_its_day_from_its_conversations_calls_alo
     assert day_rows(store) == recount_everything(store)
 
 
+def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_holds(store, operator):
+    """After another user's FAQ exchange (a conversation, its exchange, its model call) the refresh runs the
+    same few statements whether the day holds 3 or 40 conversations' calls (counted, never timed; issue #25):
+    the log read and its marks taken (one statement each), the conversation's rows made again by ``INSERT …
+    SELECT`` (nothing read back), its calls counted without and with the record, the moved keys' stored rows
+    read in one statement (never a whole day's) and updated in place (one statement per table), the versions
+    bumped in one statement; PostgreSQL also takes its lock."""
+    from core.store.chat_sync import faq_columns
+
+    def exchange() -> None:
+        cid = store.create_conversation("faq", operator)
+        entry = {"user": "オイル交換の目安は？", "message": "回答", "outcome": "answered", "provider": "openai",
+                 "citations": ["kb-001"]}
+        columns = faq_columns(entry)
+        columns.pop("role")
+        store.append_turn(cid, entry, role="exchange", author=operator, **columns)
+        store.add_debug_record(record(cid), operator)
+
+    def refresh_statements() -> list[str]:
+        seen: list[str] = []
+        listener = (lambda conn, cursor, statement, *args: seen.append(" ".join(statement.split()))
+                    if statement.split()[0] not in ("BEGIN", "COMMIT") else None)
+        event.listen(store.engine, "before_cursor_execute", listener)
+        try:
+            assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+        finally:
+            event.remove(store.engine, "before_cursor_execute", listener)
+        return seen
+
+    for _ in range(3):
+        exchange()
+    store.refresh_rollups()
+    exchange()
+    few = refresh_statements()
+    for i in range(37):  # the same day, more conversations, series and latency buckets
+        cid = store.create_conversation("faq", operator)
+        store.add_debug_record({**record(cid, latency=100.0 + 30 * i, provider=("openai", "offline")[i % 2]),
+                                "step": f"s{i % 4}"}, operator)
+    store.refresh_rollups()
+    exchange()
+    many = refresh_statements()
+    assert len(few) == len(many) == 15 + (store.dialect == "postgresql"), many
+    calls = ("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")
+    reads = [s for s in many if s.startswith("SELECT") and any(f"FROM {name}" in s for name in calls)]
+    assert len(reads) == 1 and reads[0].count(" IN (") == 3, reads  # the moved keys' rows only, in one read
+    assert sum(s.startswith("UPDATE") and any(name in s.split()[1] for name in calls) for s in many) == 3
+    assert not any(s.startswith("WITH cohort") for s in many)  # the conversation's rows: INSERT … SELECT only
+    assert day_rows(store) == recount_everything(store)
+
+
+def test_a_chat_turns_refresh_reads_its_conversation_by_index_not_every_entry_or_the_days_records(tmp_path, operator):
+    """The statements of a chat turn's refresh find the conversation's knowledge entries and model calls by
+    their conversation's index (SQLite's query plans, counted: no scan of every entry, no range over the
+    day's records), so the refresh costs the same at 30k conversations as at 1k (issue #25)."""
+    from core.store.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'plans.db'}")
+    for i in range(3):  # other conversations' entries and calls
+        cid = store.create_conversation("knowledge", operator)
+        store.record_knowledge(cid, [{"knowledge_title": f"条項 {i}"}], operator)
+        store.add_debug_record(record(cid), operator)
+    store.refresh_rollups()
+    cid = store.create_conversation("faq", operator)
+    store.add_debug_record(record(cid), operator)
+    seen: list[tuple[str, tuple]] = []
+    listener = (lambda conn, cursor, statement, parameters, *args: seen.append((statement, tuple(parameters)))
+                if statement.lstrip().upper().startswith(("SELECT", "WITH", "INSERT")) else None)
+    event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        store.refresh_rollups()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", listener)
+    raw = store.engine.raw_connection()
+    try:
+        plans = [" | ".join(row[3] for row in raw.cursor().execute("EXPLAIN QUERY PLAN " + sql, parameters).fetchall())
+                 for sql, parameters in seen if "knowledge_entries" in sql or "debug_records" in sql]
+    finally:
+        raw.close()
+    assert len(plans) >= 3  # the conversation's rows, its calls without and with the record
+    assert not [p for p in plans if "SCAN e " in p or "ix_debug_records_time" in p], plans
+    store.engine.dispose()
+
+
 def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, operator):
     """The refresh deletes its marks before it reads: a turn written meanwhile (PostgreSQL: at once; SQLite:
     queued behind the refresh's transaction) leaves its own mark, and the next refresh counts it."""
@@ -246,9 +332,10 @@ def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, o
 
 
 def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_versions(store, operator, monkeypatch):
-    """分析 keeps the sums of the days before yesterday (Japan time) until their own version moves: today's
-    chat turn moves the parts' versions only; a record of an old day, or a turn in a conversation created
-    before yesterday, moves the settled one too (counted, not timed)."""
+    """分析 keeps the sums of the days before yesterday (Japan time), and yesterday's conversations, until
+    their own version moves: today's chat turn moves the parts' versions only; a record of an old day, or a
+    turn in a conversation created before yesterday, moves the settled one too, a turn in one created
+    yesterday the recent one (counted, not timed)."""
     import core.store.base as store_base
 
     settled = rollups.SETTLED
@@ -264,6 +351,8 @@ def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_version
     after = store.rollup_versions()
     assert after["conversations"] > before["conversations"] and after["calls"] > before["calls"]
     assert [after.get(settled[p], 0) for p in settled] == [before.get(settled[p], 0) for p in settled]
+    recent = rollups.RECENT["conversations"]
+    assert after.get(recent, 0) == before.get(recent, 0)
 
     store.add_debug_record(record(None, at="2025-06-10T03:00:00.000+00:00"), operator)  # an old day's record
     store.refresh_rollups()
@@ -279,6 +368,19 @@ def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_version
     store.append_turn(old, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
     store.refresh_rollups()
     assert store.rollup_versions()[settled["conversations"]] > moved.get(settled["conversations"], 0)
+    assert store.rollup_versions().get(recent, 0) == moved.get(recent, 0)
+
+    yesterday = (datetime.now(rollups.DAY_TZ) - timedelta(days=1)).replace(hour=12).astimezone(timezone.utc)
+    monkeypatch.setattr(store_base, "now_iso", lambda: yesterday.isoformat(timespec="milliseconds"))
+    late = store.create_conversation("faq", operator)  # created yesterday …
+    monkeypatch.undo()
+    store.refresh_rollups()
+    moved = store.rollup_versions()
+    store.append_turn(late, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
+    store.refresh_rollups()
+    versions = store.rollup_versions()
+    assert versions[recent] > moved.get(recent, 0)
+    assert versions.get(settled["conversations"], 0) == moved.get(settled["conversations"], 0)
 
 
 @pytest.mark.parametrize("at, mark, days", [
