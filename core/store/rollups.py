@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime, time, timedelta, timezone
-from functools import cache, lru_cache
+from functools import lru_cache
 from itertools import zip_longest
 from typing import Any, Iterable
 
@@ -429,7 +429,7 @@ def statement(sql: str, *expanding: str) -> Any:
     return clause.bindparams(*(bindparam(name, expanding=True) for name in expanding)) if expanding else clause
 
 
-@cache
+@lru_cache(maxsize=64)  # a fixed set of (name, table) pairs: about 20
 def _core(name: str, table: str | None = None) -> Any:
     """The refresh's Core statements, built once (parameters bound by name at execution)."""
     ids = bindparam("ids", expanding=True)
