@@ -41,6 +41,7 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
         at.session_state["llm_client"] = registry.set_active("openai", model=WRONG_MODEL, strategies=tuple(chain))
         assert at.session_state["llm_client"].server_info.notice
         before = len(at.session_state["debug_logs"])
+        at.session_state["stream_stats"] = []  # this turn's streamed calls only
         at.chat_input(key="knowledge_input").set_value("秘密保持契約の有効期間で揉めました。").run()
         assert not at.exception
         kept = list(at.session_state["debug_logs"])[before:]  # the session keeps summaries; the store the records
@@ -57,8 +58,9 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
             # once per model call (a regeneration by the answer guards is a second call): never sent
             assert all(r["call"]["not_sent"] for r in records if r["strategy"] == TOOL_CALL)
             assert sum(r["strategy"] == TOOL_CALL for r in records) <= 2
-        stats = at.session_state["stream_stats"][-1]
-        assert stats["key"] == "knowledge_llm_turn" and stats["updates"] >= 2  # deltas reached the page
+        turn_stats = [s for s in at.session_state["stream_stats"] if s["key"] == "knowledge_llm_turn"]
+        stats = turn_stats[-1]
+        assert stats["updates"] >= 2  # deltas reached the page
         last = at.session_state["chat"][-1]
         if replaced:  # the page showed the built-in turn that replaced the model's non-answer
             assert any(g["action"] in ("offline", "not_answered") for r in whole.values() for g in r.get("guards", []))
@@ -67,7 +69,9 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
         if last.get("failed"):  # a typed failure, said in Japanese; nothing the user typed is lost
             assert last["error_type"] and at.session_state["chat"][-2]["user_text"]
         else:
-            assert last["content"] and stats["chars"] == len(last["content"])  # the streamed text is the answer
+            # the streamed text is the answer: the last call's, or the first call's when the answer guards'
+            # regeneration failed and the first turn was kept (a CI run: regeneration cut off at the length cap)
+            assert last["content"] and any(s["ok"] and s["chars"] == len(last["content"]) for s in turn_stats)
 
 
 def test_diagnosis_api_through_gemma(llama, monkeypatch, tmp_path):
