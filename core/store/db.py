@@ -163,11 +163,12 @@ def create_scratch_database(admin_url: str, prefix: str = "kaiwa") -> str:
 
 
 def drop_database(admin_url: str, database_url: str) -> None:
-    """Drop the database ``database_url`` names, through the cluster ``admin_url`` reaches."""
+    """Drop the database ``database_url`` names, through the cluster ``admin_url`` reaches, closing the
+    connections an engine still holds to it (``WITH (FORCE)``, PostgreSQL 13+)."""
     name = make_url(database_url).database
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()

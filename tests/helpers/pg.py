@@ -56,20 +56,16 @@ def track_scratch_databases() -> None:
 
 
 def drop_created_since(mark: int) -> None:
-    """Drop the scratch databases made since ``len(CREATED)`` was ``mark``, closing whatever connections a
-    test's engines still hold to them (``WITH (FORCE)``)."""
-    from sqlalchemy import create_engine, text
+    """Drop the scratch databases made since ``len(CREATED)`` was ``mark`` (``core.store.db.drop_database``:
+    whatever connections a test's engines still hold to them are closed)."""
+    from core.store.db import drop_database
 
     made, CREATED[mark:] = CREATED[mark:], []
     for admin_url, url in made:
-        admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
         try:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
+            drop_database(admin_url, url)
         except Exception:  # noqa: BLE001, S110 - a cluster a test stopped or removed: nothing left to drop
             pass
-        finally:
-            admin.dispose()
 
 
 def require_postgres() -> str:
