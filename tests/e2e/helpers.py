@@ -45,6 +45,32 @@ def fill_when_idle(page: Page, locate: Callable[[], Locator], value: str, *,
     raise AssertionError("unreachable")
 
 
+def choose(page: Page, key: str, option: str, attempts: int = 4) -> None:
+    """Pick ``option`` in the select box (or multiselect) ``key`` once the page is idle: typed (long lists are
+    virtual), then Enter on the one option left, which has the keyboard's focus. A click on it waited for the
+    list to stand still, and under load a rerun kept moving it for a minute (a CI run timed out so); a rerun
+    that closes the list meanwhile makes the attempt start again."""
+    for attempt in range(attempts):
+        idle(page)
+        page.locator(f".st-key-{key}").click()
+        page.keyboard.press("Control+A")  # in the box's own input: what it held is typed over
+        page.keyboard.type(option)
+        try:
+            expect(page.get_by_role("option", name=option, exact=True)).to_be_visible(timeout=RERUN / 4)
+            page.keyboard.press("Enter")
+            page.wait_for_function(  # the chosen value shows as text or as the value of the box's input
+                """([key, option]) => { const box = document.querySelector(`.st-key-${key}`);
+                    return !!box && (box.innerText.includes(option)
+                                     || [...box.querySelectorAll("input")].some(i => i.value.includes(option))); }""",
+                arg=[key, option], timeout=RERUN / 4)
+            idle(page)
+            return
+        except (PlaywrightTimeoutError, AssertionError):
+            page.keyboard.press("Escape")
+            if attempt == attempts - 1:
+                raise
+
+
 def settle(page: Page, timeout: float = RERUN) -> None:
     """Wait until the page's title has drawn (each test then waits for the text it expects)."""
     expect(page.get_by_role("heading", level=1).first).to_be_visible(timeout=timeout)

@@ -16,7 +16,6 @@ import urllib.request
 from dataclasses import dataclass
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from core.paths import ROOT
@@ -27,7 +26,7 @@ from core.store.store import Store
 from core.vehicles import default_catalog
 from tests.core.rag.rag_helpers import make_pdf
 from tests.e2e.conftest import API, STREAMLIT, Server, spawn, wait_healthy
-from tests.e2e.helpers import FIRST_ANSWER, RERUN, go_to, idle, messages, open_app, send, wait_for_session
+from tests.e2e.helpers import FIRST_ANSWER, RERUN, choose, go_to, idle, messages, open_app, send, wait_for_session
 from tests.helpers.pg import shared_pg_url
 from tests.helpers.processes import stop_group
 
@@ -117,32 +116,6 @@ def say(page, text: str, timeout: float = FIRST_ANSWER) -> None:
     expect(messages(page).filter(has_text=text)).to_have_count(1, timeout=timeout)
     idle(page, timeout)
     expect(messages(page).last).not_to_contain_text(text)
-
-
-def choose(page, key: str, option: str, attempts: int = 4) -> None:
-    """Pick ``option`` in the selectbox ``key`` once the page is idle: typed (long lists are virtual), then
-    Enter on the one option left, which has the keyboard's focus. A click on it waited for the list to stand
-    still, and under load a rerun kept moving it for a minute (a CI run timed out so); a rerun that closes the
-    list meanwhile makes the attempt start again."""
-    for attempt in range(attempts):
-        idle(page)
-        page.locator(f".st-key-{key}").click()
-        page.keyboard.press("Control+A")  # in the box's own input: what it held is typed over
-        page.keyboard.type(option)
-        try:
-            expect(page.get_by_role("option", name=option, exact=True)).to_be_visible(timeout=RERUN / 4)
-            page.keyboard.press("Enter")
-            page.wait_for_function(  # the chosen value shows as text or as the value of the box's input
-                """([key, option]) => { const box = document.querySelector(`.st-key-${key}`);
-                    return !!box && (box.innerText.includes(option)
-                                     || [...box.querySelectorAll("input")].some(i => i.value.includes(option))); }""",
-                arg=[key, option], timeout=RERUN / 4)
-            idle(page)
-            return
-        except (PlaywrightTimeoutError, AssertionError):
-            page.keyboard.press("Escape")
-            if attempt == attempts - 1:
-                raise
 
 
 def unlock_admin(page) -> None:

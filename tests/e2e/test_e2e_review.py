@@ -7,12 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from core.store.store import Store
 from tests.e2e.conftest import run_server
-from tests.e2e.helpers import FIRST_ANSWER, RERUN, go_to, idle, open_app, send, session_id
+from tests.e2e.helpers import FIRST_ANSWER, RERUN, choose, go_to, idle, open_app, send, session_id
 
 MIRAI = "kaiwa-mirai-hv-2022"
 SYMPTOM = "ブレーキを踏むとキーキーと音がします"
@@ -36,21 +35,6 @@ def browser_as(chromium, headers):
 
 def key(page, name: str):
     return page.locator(f".st-key-{name}")
-
-
-def choose(page, name: str, option: str, attempts: int = 4) -> None:
-    """Pick ``option`` in the select box ``name`` once the page is idle (a rerun may redraw it meanwhile)."""
-    for attempt in range(attempts):
-        idle(page)
-        key(page, name).click()
-        try:
-            page.get_by_role("option", name=option).click(timeout=10_000)
-            idle(page)
-            return
-        except PlaywrightTimeoutError:
-            page.keyboard.press("Escape")
-            if attempt == attempts - 1:
-                raise
 
 
 def test_thumbs_down_review_regression_case_and_replay(chromium, review_server, tmp_path):
