@@ -284,6 +284,8 @@ FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(pro
                                dtype=object),  # Python values: quality_over_time reads them as such
         "methods": [(task, method, int(tasks)) for kind, _, task, _, method, _, tasks, *_ in rows if kind == "method"],
         "errors": [(error, int(calls)) for kind, _, _, _, error, _, calls, *_ in rows if kind == "error"],
+        # unfiltered: the providers of the days' tasks (the filter's options, as providers_seen)
+        "providers": None if providers else sorted({key[1] for key in totals}, key=str),
     }
 
 
@@ -362,11 +364,18 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
-    faq: dict[str, int] = {}  # per outcome, and per not-found question (one statement for both)
-    missed = []
-    for outcome, question, exchanges, last in _rows(
-            conn, f"SELECT f.outcome, f.question, SUM(f.exchanges) AS exchanges, MAX(f.last_asked) AS last_asked "
-                  f"{joined} GROUP BY f.outcome, f.question", params, bool(chosen)):
+    faq: dict[str, int] = {}  # per outcome, and per not-found question (one statement for both) …
+    missed, providers = [], []
+    # … and, unfiltered, the providers the conversations name (the filter's options: no query of their own)
+    named = "" if chosen else (" UNION ALL SELECT 'provider', c.provider, NULL, NULL, NULL FROM rollup_conversations c "
+                               f"WHERE {where} GROUP BY c.provider")
+    for kind, outcome, question, exchanges, last in _rows(
+            conn, f"SELECT 'faq' AS kind, f.outcome, f.question, SUM(f.exchanges) AS exchanges, "
+                  f"MAX(f.last_asked) AS last_asked {joined} GROUP BY f.outcome, f.question{named}",
+            params, bool(chosen)):
+        if kind == "provider":
+            providers.append(outcome)
+            continue
         faq[outcome] = faq.get(outcome, 0) + int(exchanges)
         if outcome == "not_found":
             missed.append((question, int(exchanges), last))
@@ -375,7 +384,7 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     kinds = [tuple(bool(int(v or 0)) if i in flags else int(v) if i == len(GROUP_COLUMNS) else v
                    for i, v in enumerate(row[:width])) for row in rows]
     return {"rows": kinds, "entries": [sum(int(row[i] or 0) for row in rows) for i in range(width, width + 6)],
-            "faq": list(faq.items()), "missed": missed}
+            "faq": list(faq.items()), "missed": missed, "providers": None if chosen else providers}
 
 
 def _conversation_kinds(raws: list[dict[str, Any]]) -> pd.DataFrame:
@@ -425,7 +434,9 @@ def read_part(store: Store, part: str, since: datetime, until: datetime, provide
               ) -> dict[str, pd.DataFrame]:
     """What one part of 分析 (``conversations`` / ``calls``) reads for the Japan days ``[since, until)``
     (datetimes at Japan midnights), summed by the database; :func:`shape` makes the frames, from one range
-    or several (``ui.cache`` keeps the settled days' apart: :func:`settled_split`). Does not refresh."""
+    or several (``ui.cache`` keeps the settled days' apart: :func:`settled_split`). Does not refresh.
+    Without ``providers`` it also names the providers the range holds (``providers``: what
+    :func:`providers_seen` finds for it, in the same statements; ``None`` when filtered)."""
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
     with store.engine.connect() as conn:

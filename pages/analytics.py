@@ -91,20 +91,20 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-@st.cache_resource(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
-def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
-    """One table labelled and safe for a spreadsheet, once per content (``content`` names it); the not-found
-    questions' times in JST. Kept as it is, not pickled (nothing changes a shown table)."""
+def labelled_one(name: str, table: pd.DataFrame) -> pd.DataFrame:
+    """One table labelled and safe for a spreadsheet; the not-found questions' times in JST."""
     if name == "faq_top_not_found":
-        _table = _table.assign(last_asked=_table["last_asked"].map(jst))
-    return labelled(_table)
+        table = table.assign(last_asked=table["last_asked"].map(jst))
+    return labelled(table)
 
 
 def labelled_all(figures: dict, digests: dict) -> dict[str, pd.DataFrame]:
-    """Every table shown labelled, each again only when its content changed (``labelled_one``: one lookup per
-    table, nothing pickled). A table that is only charted (``CHARTED``) is not labelled."""
-    tables = {name: labelled_one(name=name, content=digests[name], _table=table) for name, table in figures.items()
-              if name not in CHARTED}
+    """Every table shown labelled, each again only when its content changed (kept per content by
+    ``ui.cache.analytics_kept``: nothing pickled, nothing changes a shown table). A table that is only charted
+    (``CHARTED``) is not labelled."""
+    kept = cache.analytics_kept()
+    tables = {name: kept.get("labelled", (name, digests[name]), lambda name=name, table=table: labelled_one(name, table))
+              for name, table in figures.items() if name not in CHARTED}
     tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
 
@@ -139,9 +139,10 @@ period = date_col.date_input("期間（日本時間）", value=(today - timedelt
 picked = list(period) if isinstance(period, (list, tuple)) else [period]
 start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
-providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
+versions = cache.analytics_versions()  # what was written since the last look, counted once per run
+providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until, versions), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers", select_all=False)
-_, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
+_, figures, digests = cache.analytics_figures(since, until, providers, versions)  # from the rollups, kept until they change
 tables = labelled_all(figures, digests)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])

@@ -433,3 +433,19 @@ def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods
         for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
             pd.testing.assert_frame_equal(a.figure(added, name), a.figure(whole, name), obj=name)
             assert not a.figure(whole, name).empty or name == "method_mix" and providers
+
+
+def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(store, seeded):
+    """分析's provider filter lists the providers its pieces name (read with the figures, no query of their own):
+    per piece and part, the same as ``providers_seen`` finds for those days; a filtered piece names none."""
+    jst = timezone(timedelta(hours=9))
+    since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
+    a.refresh(store)
+    offered = []
+    for part in a.FIGURES:
+        for lo, hi, _ in a.settled_split(since, until, part, today=date(2025, 6, 12)):
+            named = a.read_part(store, part, lo, hi)["providers"]
+            assert a.provider_order(named) == a.provider_order(a.providers_seen(store, {part: (lo, hi)})), (part, lo)
+            offered += named
+            assert a.read_part(store, part, lo, hi, ["openai"])["providers"] is None
+    assert a.provider_order(offered) == a.provider_options(store, since, until) == ["offline", "openai", a.UNKNOWN]
