@@ -239,12 +239,66 @@ def _histogram_quantile_values(buckets: dict[int, int]) -> tuple:
     return (n, *(found.get(rank) for rank in ranks))
 
 
+def _histogram_arrays(hist: dict[tuple, dict[int, int]]) -> tuple[list[tuple], Any, Any, Any]:
+    """:func:`_histograms` as arrays, made once when a piece is read: ``(series, series_at, bucket, calls)``
+    (the series named, and per bucket row the index of its series, its bucket and its calls), so that the
+    quantiles of several pieces added up are found for every series at once (:func:`_quantile_values`)."""
+    series = list(hist)
+    sizes = [len(buckets) for buckets in hist.values()]
+    return (series, np.repeat(np.arange(len(series), dtype=np.int64), sizes),
+            np.fromiter((b for buckets in hist.values() for b in buckets), dtype=np.int64, count=sum(sizes)),
+            np.fromiter((c for buckets in hist.values() for c in buckets.values()), dtype=np.int64, count=sum(sizes)))
+
+
+def _quantile_values(raws: list[dict[str, Any]], keys: list[tuple]) -> list[tuple]:
+    """Per series of ``keys``: :func:`_histogram_quantile_values` of its histograms in ``raws`` added up
+    (``(nan,) * 5`` for a series without one), for every series at once: the pieces' bucket rows
+    (:func:`_histogram_arrays`) sorted by series and bucket, their running total searched for each rank.
+    The same values (the bucket of each rank, ``None`` past the last call); a series whose calls add up
+    to 0 is left to :func:`_histogram_quantile_values` (its ranks are negative)."""
+    index = {key: i for i, key in enumerate(keys)}
+    at, buckets, calls = [], [], []
+    for raw in raws:
+        series, series_at, bucket, count = raw["latency_arrays"]
+        if len(series):
+            at.append(np.array([index.get(key, -1) for key in series], dtype=np.int64)[series_at])
+            buckets.append(bucket)
+            calls.append(count)
+    missing = (float("nan"),) * 5
+    if not at:
+        return [missing] * len(keys)
+    at, buckets, calls = np.concatenate(at), np.concatenate(buckets), np.concatenate(calls)
+    kept = at >= 0
+    at, buckets, calls = at[kept], buckets[kept], calls[kept]
+    order = np.lexsort((buckets, at))
+    at, buckets, calls = at[order], buckets[order], calls[order]
+    ends = np.cumsum(calls)
+    numbers = np.arange(len(keys))
+    first, past = np.searchsorted(at, numbers, side="left"), np.searchsorted(at, numbers, side="right")
+    before = np.where(first > 0, ends[np.maximum(first - 1, 0)], 0)
+    n = np.where(past > first, ends[np.maximum(past - 1, 0)] - before, 0)
+    p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
+    ranks = np.stack([p50, p50 + 1, p95, p95 + 1], axis=1)
+    found = np.searchsorted(ends, before[:, None] + ranks, side="right")
+    out: list[tuple] = []
+    for i, key in enumerate(keys):
+        if past[i] == first[i]:
+            out.append(missing)
+        elif n[i] <= 0:
+            out.append(_histogram_quantile_values(_added_histograms(raw["latency"] for raw in raws)[key]))
+        else:
+            out.append((int(n[i]), *(rollups.bucket_value(int(buckets[found[i, j]])) if ranks[i, j] < n[i] else None
+                                     for j in range(4))))
+    return out
+
+
 CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
 HOURLY_COLUMNS = ["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]
 
 
 def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[tuple]:
-    return [tuple(row) for row in conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params)]
+    """The rows of ``sql`` as plain tuples, fetched at once (not row by row)."""
+    return list(map(tuple, conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params).all()))
 
 
 def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
@@ -270,6 +324,7 @@ FROM rollup_errors WHERE {where} GROUP BY error_type
 UNION ALL SELECT 'latency', {text_null}, {series}, bucket, SUM(calls), {none}
 FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(providers))
     days = [row[1:5] + row[6:] for row in rows if row[0] == "day"]
+    latency = _histograms(row[2:7] for row in rows if row[0] == "latency")
     hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in days}}  # quality_over_time: that day
     totals: dict[tuple, list[int]] = {}
     for day, task, provider, version, *values in days:
@@ -278,7 +333,8 @@ FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(pro
             sums[i] += int(value or 0)
     return {
         "sums": [(*key, *values) for key, values in totals.items()],
-        "latency": _histograms(row[2:7] for row in rows if row[0] == "latency"),
+        "latency": latency,
+        "latency_arrays": _histogram_arrays(latency),
         "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
                                 for day, task, provider, version, tasks, _, first, *_ in days], columns=HOURLY_COLUMNS,
                                dtype=object),  # Python values: quality_over_time reads them as such
@@ -307,9 +363,7 @@ def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     if not totals:
         return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
     keys = sorted(totals)
-    hist = _added_histograms(raw["latency"] for raw in raws)
-    missing = (float("nan"),) * 5
-    latency = [_histogram_quantile_values(hist[key]) if key in hist else missing for key in keys]
+    latency = _quantile_values(raws, keys)
     sums = {name: np.array([totals[key][i] for key in keys], dtype=int) for i, name in enumerate(CALL_SUMS)}
     quality = pd.DataFrame({
         **{name: [key[i] for key in keys] for i, name in enumerate(QUALITY_KEYS)},

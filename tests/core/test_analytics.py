@@ -449,3 +449,25 @@ def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(
             offered += named
             assert a.read_part(store, part, lo, hi, ["openai"])["providers"] is None
     assert a.provider_order(offered) == a.provider_options(store, since, until) == ["offline", "openai", a.UNKNOWN]
+
+
+def test_latency_quantiles_of_added_pieces_found_at_once_equal_each_series_histogram_walked():
+    """分析 finds p50 / p95 of every series at once from the pieces' bucket rows (``_quantile_values``): the
+    same values as walking each series' added-up histogram (``_histogram_quantile_values``), with buckets
+    in several pieces, series without calls, calls of series not shown and a histogram of 0 calls."""
+    import random
+
+    rng = random.Random(25)
+    keys = [(f"faq/step{i}", rng.choice(["offline", "openai"]), "v1") for i in range(40)]
+    for _ in range(20):
+        raws = []
+        for _ in range(rng.randint(1, 3)):
+            hist = {key: {rng.randint(200, 400): rng.choice([1, 1, 2, 7, 300]) for _ in range(rng.randint(1, 30))}
+                    for key in rng.sample(keys + [("other", "x", "v9")], rng.randint(0, 30))}
+            if rng.random() < 0.2 and hist:
+                hist[next(iter(hist))] = {250: 0}
+            raws.append({"latency": hist, "latency_arrays": a._histogram_arrays(hist)})
+        added = a._added_histograms(raw["latency"] for raw in raws)
+        walked = [a._histogram_quantile_values(added[key]) if key in added else (float("nan"),) * 5 for key in keys]
+        found = a._quantile_values(raws, keys)
+        assert [repr(v) for v in found] == [repr(v) for v in walked]
