@@ -304,8 +304,8 @@ def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[
 def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
     """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
     summed by the database and shaped as far as they can be alone: per series (``sums``, tuples), per series
-    and latency bucket (``latency``: :func:`_histograms`), per day and series (``hourly``, a frame: the
-    chart), per task and method and per outcome (tuples). :func:`_call_shape` adds ranges up and makes the
+    and latency bucket (``latency``: :func:`_histograms`), per day and series (``hourly``: the chart), per
+    task and method and per outcome (tuples). :func:`_call_shape` adds ranges up and makes the
     frames."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
@@ -335,9 +335,8 @@ FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(pro
         "sums": [(*key, *values) for key, values in totals.items()],
         "latency": latency,
         "latency_arrays": _histogram_arrays(latency),
-        "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
-                                for day, task, provider, version, tasks, _, first, *_ in days], columns=HOURLY_COLUMNS,
-                               dtype=object),  # Python values: quality_over_time reads them as such
+        "hourly": [(hours[day], task, provider, version, int(tasks), int(first))
+                   for day, task, provider, version, tasks, _, first, *_ in days],  # the chart's rows, as read
         "methods": [(task, method, int(tasks)) for kind, _, task, _, method, _, tasks, *_ in rows if kind == "method"],
         "errors": [(error, int(calls)) for kind, _, _, _, error, _, calls, *_ in rows if kind == "error"],
         # unfiltered: the providers of the days' tasks (the filter's options, as providers_seen)
@@ -345,9 +344,9 @@ FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(pro
     }
 
 
-def _joined(raws: list[dict[str, Any]], name: str) -> pd.DataFrame:
-    frames = [r[name] for r in raws if len(r[name])]
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else raws[0][name]
+def _hourly_frame(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    """The pieces' per-day rows of the chart as one frame of Python values (quality_over_time reads them so)."""
+    return pd.DataFrame([row for raw in raws for row in raw["hourly"]], columns=HOURLY_COLUMNS, dtype=object)
 
 
 def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
@@ -372,10 +371,124 @@ def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
         "repairs_per_task": sums["repairs"] / sums["tasks"],
         **{name: [row[i] for row in latency] for i, name in enumerate(("n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"))}})
     return {"quality": quality,
-            "hourly": _joined(raws, "hourly"),
+            "hourly": _hourly_frame(raws),
             "methods": pd.DataFrame([row for raw in raws for row in raw["methods"]], columns=["task", "method", "tasks"]),
             "errors": pd.DataFrame([row for raw in raws for row in raw["errors"]], columns=["error_type", "calls"]),
             "calls": int(sums["calls"].sum())}
+
+
+class CallPieces:
+    """The model calls of :func:`read_part`'s pieces added up in plain Python (per series sums and latency
+    quantiles, methods, outcomes, the chart's cells), from which 分析's four model-call tables are made
+    directly (:data:`CALL_TABLES`), each one DataFrame: the same tables as :func:`shape`'s frames give
+    (``test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames``), without making those
+    frames first (after every model call these four tables are made again, issue #25)."""
+
+    def __init__(self, raws: list[dict[str, Any]]) -> None:
+        totals: dict[tuple, list[int]] = {}
+        for raw in raws:
+            for row in raw["sums"]:
+                values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
+                for i, value in enumerate(row[3:]):
+                    values[i] += value
+        self.raws = raws
+        self.keys = sorted(totals)
+        self.sums = {name: np.array([totals[key][i] for key in self.keys], dtype=int) for i, name in enumerate(CALL_SUMS)}
+        self.calls = int(self.sums["calls"].sum()) if self.keys else 0
+
+
+def _model_quality_of(pieces: CallPieces) -> pd.DataFrame:
+    """:func:`model_quality` of the pieces (sorted, summed and rounded as it does)."""
+    columns = [*QUALITY_KEYS, "tasks", "calls", "first_try_valid", "valid", "repairs_per_task", "error_calls",
+               "latency_p50_ms", "latency_p95_ms"]
+    if not pieces.keys:
+        return pd.DataFrame(columns=columns)
+    sums, keys = pieces.sums, pieces.keys
+    latency = _quantile_values(pieces.raws, keys)
+    out: dict[str, Any] = {name: [key[i] for key in keys] for i, name in enumerate(QUALITY_KEYS)}
+    out["tasks"], out["calls"] = sums["tasks"], sums["calls"]
+    out["first_try_valid"] = np.round(sums["first_try_valid"] / sums["tasks"], 3)
+    out["valid"] = np.round(sums["valid"] / sums["tasks"], 3)
+    out["repairs_per_task"] = np.round(sums["repairs"] / sums["tasks"], 2)
+    out["error_calls"] = sums["error_calls"]
+    for column, q, lo in (("latency_p50_ms", 0.5, 1), ("latency_p95_ms", 0.95, 3)):
+        out[column] = np.round(np.array([_quantile(row[0], row[lo], row[lo + 1], q) for row in latency], dtype=float), 1)
+    return pd.DataFrame(out, columns=columns)
+
+
+def _method_mix_of(pieces: CallPieces) -> pd.DataFrame:
+    """:func:`method_mix` of the pieces."""
+    return method_mix(Frames(**{**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS, "methods": pd.DataFrame(
+        [row for raw in pieces.raws for row in raw["methods"]], columns=["task", "method", "tasks"])}))
+
+
+def _error_types_of(pieces: CallPieces) -> pd.DataFrame:
+    """:func:`error_types` of the pieces."""
+    rows = [row for raw in pieces.raws for row in raw["errors"]]
+    if not rows:
+        return error_types(Frames(**{**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS, "calls": pieces.calls}))
+    counts: dict[str, int] = {}
+    for error, calls in rows:
+        error = error if _present(error) else UNKNOWN
+        counts[error] = counts.get(error, 0) + int(calls)
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    calls = np.array([n for _, n in ordered], dtype=int)
+    share = np.round(calls / pieces.calls, 3) if pieces.calls > 0 else np.zeros(len(calls))
+    return pd.DataFrame({"error_type": [error for error, _ in ordered], "calls": calls, "share_of_calls": share})
+
+
+def _quality_over_time_of(pieces: CallPieces, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
+    """:func:`quality_over_time` of the pieces: each piece's cells (day × series: tasks, first-try valid) are
+    added up in a dict (:func:`_day_cells`, made once per piece), then divided as one array."""
+    cells: dict[tuple, list[float]] = {}
+    for raw in pieces.raws:
+        for key, (tasks, first) in _day_cells(raw, tz).items():
+            have = cells.get(key)
+            if have is None:
+                cells[key] = [tasks, first]
+            else:
+                have[0] += tasks
+                have[1] += first
+    if not cells:
+        return pd.DataFrame()
+    days = sorted({day for day, _ in cells})
+    series = sorted({name for _, name in cells})
+    day_at, series_at = {day: i for i, day in enumerate(days)}, {name: i for i, name in enumerate(series)}
+    first_valid = np.full((len(days), len(series)), np.nan)
+    tasks_sum = np.full((len(days), len(series)), np.nan)
+    for (day, name), (tasks, first) in cells.items():
+        first_valid[day_at[day], series_at[name]] = first
+        tasks_sum[day_at[day], series_at[name]] = tasks
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.round(first_valid / tasks_sum, 3)
+    return pd.DataFrame(share, index=pd.DatetimeIndex(days, name="day").as_unit("us"),
+                        columns=pd.Index(series, name="series"))
+
+
+def _day_cells(raw: dict[str, Any], tz: str) -> dict[tuple, tuple[float, float]]:
+    """One piece's chart cells: ``{(local day, series name): (tasks, first-try valid)}`` from its per-day rows,
+    left out where a key is missing (as ``quality_over_time``'s groupby), each distinct hour converted once."""
+    cells = raw.get("day_cells")
+    if cells is not None and cells[0] == tz:
+        return cells[1]
+    zone, local, out = ZoneInfo(tz), {}, {}
+    for hour, task, provider, version, tasks, first in raw["hourly"]:
+        if not (_present(hour) and _present(task) and _present(provider) and _present(version)):
+            continue
+        day = local.get(hour)
+        if day is None:
+            day = local[hour] = datetime.combine(
+                datetime.fromisoformat(f"{hour}:00:00+00:00").astimezone(zone).date(), time())
+        key = (day, f"{task} · {provider} · {version}")
+        have = out.get(key, (0.0, 0.0))
+        out[key] = (have[0] + float(tasks), have[1] + float(first))
+    raw["day_cells"] = (tz, out)  # derived from the piece's own rows: made once, whoever reads it
+    return out
+
+
+# 分析's model-call tables straight from the pieces (:class:`CallPieces`), as ``figure`` makes them
+CALL_TABLES = {"model_quality": _model_quality_of, "quality_over_time": _quality_over_time_of,
+               "method_mix": _method_mix_of, "error_types": _error_types_of}
 
 
 def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
@@ -514,6 +627,15 @@ class PartFrames:
 
     def __init__(self, part: str, raws: list[dict[str, Any]]) -> None:
         self._part, self._raws = part, raws
+        self._calls: CallPieces | None = None
+
+    def call_pieces(self) -> CallPieces | None:
+        """The model calls part's pieces added up (:class:`CallPieces`, made once), ``None`` for the other part."""
+        if self._part != "calls":
+            return None
+        if self._calls is None:
+            self._calls = CallPieces(self._raws)
+        return self._calls
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -648,6 +770,8 @@ FIGURE_SOURCES = {"interview_funnel": "knowledge", "turns_to_phase": "knowledge"
 
 def figure(frames: Frames, name: str) -> pd.DataFrame:
     """The table ``name`` of 分析 (a function of this module; ``faq_top_not_found``: the top 20)."""
+    if name in CALL_TABLES and isinstance(frames, PartFrames) and frames.call_pieces() is not None:
+        return CALL_TABLES[name](frames.call_pieces())  # 分析: straight from the pieces read
     return faq_top_not_found(frames, 20) if name == "faq_top_not_found" else globals()[name](frames)
 
 

@@ -471,3 +471,26 @@ def test_latency_quantiles_of_added_pieces_found_at_once_equal_each_series_histo
         walked = [a._histogram_quantile_values(added[key]) if key in added else (float("nan"),) * 5 for key in keys]
         found = a._quantile_values(raws, keys)
         assert [repr(v) for v in found] == [repr(v) for v in walked]
+
+
+@pytest.mark.parametrize("providers", [[], ["openai"]])
+def test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames(store, seeded, providers):
+    """分析 makes its four model-call tables straight from the pieces it read (``CallPieces``: sums, latency
+    quantiles, methods, outcomes and the chart's cells added up in Python): the same tables, table for table,
+    as from the frames of those pieces and of the whole period read at once."""
+    jst = timezone(timedelta(hours=9))
+    since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
+    a.refresh(store)
+    whole = [a.read_part(store, "calls", since, until, providers)]
+    for today in (date(2025, 6, 11), date(2025, 6, 12), date(2025, 6, 20)):
+        pieces = [a.read_part(store, "calls", lo, hi, providers)
+                  for lo, hi, _ in a.settled_split(since, until, "calls", today=today)]
+        for name in a.CALL_TABLES:
+            made = a.figure(a.PartFrames("calls", pieces), name)
+            pd.testing.assert_frame_equal(made, a.figure(a.shape("calls", pieces), name), obj=name)
+            pd.testing.assert_frame_equal(made, a.figure(a.shape("calls", whole), name), obj=name)
+            assert not made.empty or name == "method_mix" and providers
+    empty = [a.read_part(store, "calls", datetime(2024, 1, 1, tzinfo=jst), datetime(2024, 1, 2, tzinfo=jst))]
+    for name in a.CALL_TABLES:
+        pd.testing.assert_frame_equal(a.figure(a.PartFrames("calls", empty), name),
+                                      a.figure(a.shape("calls", empty), name), obj=name)

@@ -246,14 +246,15 @@ def test_after_a_write_a_table_is_drawn_again_only_when_its_content_changed(seed
     drawn: list[list[str]] = []
     real_dataframe = st.dataframe
     monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(list(data.columns)) or real_dataframe(data, **kw))
-    shaped: list[str] = []
-    real_shape = analytics.shape
+    shaped: list[str] = []  # the pieces added up: the model calls' once (straight into their tables), no frames
+    real_shape, real_pieces = analytics.shape, analytics.CallPieces
     monkeypatch.setattr(analytics, "shape", lambda part, raws: shaped.append(part) or real_shape(part, raws))
+    monkeypatch.setattr(analytics, "CallPieces", lambda raws: shaped.append("calls pieces") or real_pieces(raws))
     before = [d.value for d in at.dataframe]
     call(seeded, cid, "faq", "answered", "offline", 1, "call", "ok", "structured_output", 90, time=now)
     at.run()
     assert not at.exception
-    assert shaped == ["calls"]  # the model calls' frames made once, the conversations' not at all
+    assert shaped == ["calls pieces"]  # the model calls added up once, the conversations' frames not at all
     assert {"model_quality", "quality_over_time", "method_mix", "error_types"} <= set(computed)
     assert "line" not in charted  # quality_over_time: recomputed, the same table, not drawn again
     changed = [list(b.columns) for a, b in zip(before, (d.value for d in at.dataframe)) if not a.equals(b)]
