@@ -417,9 +417,18 @@ def _model_quality_of(pieces: CallPieces) -> pd.DataFrame:
 
 
 def _method_mix_of(pieces: CallPieces) -> pd.DataFrame:
-    """:func:`method_mix` of the pieces."""
-    return method_mix(Frames(**{**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS, "methods": pd.DataFrame(
-        [row for raw in pieces.raws for row in raw["methods"]], columns=["task", "method", "tasks"])}))
+    """:func:`method_mix` of the pieces (their rows read as it reads its frame's)."""
+    cells: dict[tuple[str, str], int] = {}
+    for raw in pieces.raws:
+        for task, method, tasks in raw["methods"]:
+            if _present(task) and _present(method):  # as groupby: a missing key is left out
+                cells[task, method] = cells.get((task, method), 0) + int(tasks)
+    if not cells:
+        return pd.DataFrame(columns=["task"])
+    tasks = sorted({task for task, _ in cells})
+    names = sorted({method for _, method in cells})
+    mix = {method: np.array([cells.get((task, method), 0) for task in tasks], dtype=int) for method in names}
+    return pd.DataFrame({"task": tasks, **mix}, columns=["task", *names])
 
 
 def _error_types_of(pieces: CallPieces) -> pd.DataFrame:
@@ -438,40 +447,36 @@ def _error_types_of(pieces: CallPieces) -> pd.DataFrame:
 
 
 def _quality_over_time_of(pieces: CallPieces, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
-    """:func:`quality_over_time` of the pieces: each piece's cells (day × series: tasks, first-try valid) are
-    added up in a dict (:func:`_day_cells`, made once per piece), then divided as one array."""
-    cells: dict[tuple, list[float]] = {}
-    for raw in pieces.raws:
-        for key, (tasks, first) in _day_cells(raw, tz).items():
-            have = cells.get(key)
-            if have is None:
-                cells[key] = [tasks, first]
-            else:
-                have[0] += tasks
-                have[1] += first
-    if not cells:
+    """:func:`quality_over_time` of the pieces: each piece's cells (days × series: tasks, first-try valid,
+    :func:`_day_cells`, made once per piece) are added into one grid, then divided as one array."""
+    grids = [_day_cells(raw, tz) for raw in pieces.raws]
+    days = sorted({day for grid in grids for day in grid[0]})
+    series = sorted({name for grid in grids for name in grid[1]})
+    if not days:
         return pd.DataFrame()
-    days = sorted({day for day, _ in cells})
-    series = sorted({name for _, name in cells})
     day_at, series_at = {day: i for i, day in enumerate(days)}, {name: i for i, name in enumerate(series)}
-    first_valid = np.full((len(days), len(series)), np.nan)
-    tasks_sum = np.full((len(days), len(series)), np.nan)
-    for (day, name), (tasks, first) in cells.items():
-        first_valid[day_at[day], series_at[name]] = first
-        tasks_sum[day_at[day], series_at[name]] = tasks
+    tasks_sum, first_valid = np.zeros((len(days), len(series))), np.zeros((len(days), len(series)))
+    present = np.zeros((len(days), len(series)), dtype=bool)
+    for grid_days, grid_series, tasks, first, there in grids:
+        if grid_days:
+            at = np.ix_([day_at[day] for day in grid_days], [series_at[name] for name in grid_series])
+            tasks_sum[at] += tasks
+            first_valid[at] += first
+            present[at] |= there
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.round(first_valid / tasks_sum, 3)
+        share = np.round(np.where(present, first_valid, np.nan) / np.where(present, tasks_sum, np.nan), 3)
     return pd.DataFrame(share, index=pd.DatetimeIndex(days, name="day").as_unit("us"),
                         columns=pd.Index(series, name="series"))
 
 
-def _day_cells(raw: dict[str, Any], tz: str) -> dict[tuple, tuple[float, float]]:
-    """One piece's chart cells: ``{(local day, series name): (tasks, first-try valid)}`` from its per-day rows,
-    left out where a key is missing (as ``quality_over_time``'s groupby), each distinct hour converted once."""
-    cells = raw.get("day_cells")
-    if cells is not None and cells[0] == tz:
-        return cells[1]
-    zone, local, out = ZoneInfo(tz), {}, {}
+def _day_cells(raw: dict[str, Any], tz: str) -> tuple[list, list, Any, Any, Any]:
+    """One piece's chart cells as a grid: ``(days, series names, tasks, first-try valid, present)`` (local
+    days × series, arrays), from its per-day rows, a row left out where a key is missing (as
+    ``quality_over_time``'s groupby), each distinct hour converted once. Made once per piece (kept in it)."""
+    made = raw.get("day_cells")
+    if made is not None and made[0] == tz:
+        return made[1]
+    zone, local, cells = ZoneInfo(tz), {}, {}
     for hour, task, provider, version, tasks, first in raw["hourly"]:
         if not (_present(hour) and _present(task) and _present(provider) and _present(version)):
             continue
@@ -480,10 +485,19 @@ def _day_cells(raw: dict[str, Any], tz: str) -> dict[tuple, tuple[float, float]]
             day = local[hour] = datetime.combine(
                 datetime.fromisoformat(f"{hour}:00:00+00:00").astimezone(zone).date(), time())
         key = (day, f"{task} · {provider} · {version}")
-        have = out.get(key, (0.0, 0.0))
-        out[key] = (have[0] + float(tasks), have[1] + float(first))
-    raw["day_cells"] = (tz, out)  # derived from the piece's own rows: made once, whoever reads it
-    return out
+        have = cells.get(key, (0.0, 0.0))
+        cells[key] = (have[0] + float(tasks), have[1] + float(first))
+    days = sorted({day for day, _ in cells})
+    series = sorted({name for _, name in cells})
+    day_at, series_at = {day: i for i, day in enumerate(days)}, {name: i for i, name in enumerate(series)}
+    tasks, first = np.zeros((len(days), len(series))), np.zeros((len(days), len(series)))
+    present = np.zeros((len(days), len(series)), dtype=bool)
+    for (day, name), (n, valid) in cells.items():
+        i, j = day_at[day], series_at[name]
+        tasks[i, j], first[i, j], present[i, j] = n, valid, True
+    grid = (days, series, tasks, first, present)
+    raw["day_cells"] = (tz, grid)  # derived from the piece's own rows: the same whoever makes it first
+    return grid
 
 
 # 分析's model-call tables straight from the pieces (:class:`CallPieces`), as ``figure`` makes them
