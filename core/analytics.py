@@ -411,9 +411,29 @@ def _model_quality_of(pieces: CallPieces) -> pd.DataFrame:
     out["valid"] = np.round(sums["valid"] / sums["tasks"], 3)
     out["repairs_per_task"] = np.round(sums["repairs"] / sums["tasks"], 2)
     out["error_calls"] = sums["error_calls"]
+    values = np.array(latency, dtype=float)  # None (past the last call) → nan
     for column, q, lo in (("latency_p50_ms", 0.5, 1), ("latency_p95_ms", 0.95, 3)):
-        out[column] = np.round(np.array([_quantile(row[0], row[lo], row[lo + 1], q) for row in latency], dtype=float), 1)
+        out[column] = np.round(_quantiles(values[:, 0], values[:, lo], values[:, lo + 1], q), 1)
     return pd.DataFrame(out, columns=columns)
+
+
+def _quantiles(n: Any, lo: Any, hi: Any, q: float) -> Any:
+    """:func:`_quantile` of arrays, element by element (the same arithmetic, in the same order)."""
+    position = q * (n - 1)
+    fraction = position - np.trunc(position)
+    with np.errstate(invalid="ignore"):
+        between = lo + (hi - lo) * fraction
+    out = np.where(np.isnan(hi) | (fraction == 0), lo, between)
+    return np.where(np.isnan(n) | np.isnan(lo), np.nan, out)
+
+
+def _faq_rates_of(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    """:func:`faq_rates` of the conversations' pieces (their outcomes added up as ``_faq_counts`` does)."""
+    faq: dict[str, int] = {}
+    for raw in raws:
+        for outcome, exchanges in raw["faq"]:
+            faq[outcome] = faq.get(outcome, 0) + exchanges
+    return _rates(faq)
 
 
 def _method_mix_of(pieces: CallPieces) -> pd.DataFrame:
@@ -643,6 +663,10 @@ class PartFrames:
         self._part, self._raws = part, raws
         self._calls: CallPieces | None = None
 
+    @property
+    def raws(self) -> list[dict[str, Any]]:
+        return self._raws
+
     def call_pieces(self) -> CallPieces | None:
         """The model calls part's pieces added up (:class:`CallPieces`, made once), ``None`` for the other part."""
         if self._part != "calls":
@@ -786,6 +810,8 @@ def figure(frames: Frames, name: str) -> pd.DataFrame:
     """The table ``name`` of 分析 (a function of this module; ``faq_top_not_found``: the top 20)."""
     if name in CALL_TABLES and isinstance(frames, PartFrames) and frames.call_pieces() is not None:
         return CALL_TABLES[name](frames.call_pieces())  # 分析: straight from the pieces read
+    if name == "faq_rates" and isinstance(frames, PartFrames) and frames.call_pieces() is None:
+        return _faq_rates_of(frames.raws)
     return faq_top_not_found(frames, 20) if name == "faq_top_not_found" else globals()[name](frames)
 
 
@@ -1078,6 +1104,10 @@ def faq_rates(frames: Frames) -> pd.DataFrame:
     if len(frames.faq):
         for outcome, exchanges in zip(frames.faq["outcome"].tolist(), frames.faq["exchanges"].tolist()):
             counts[outcome] = int(exchanges)
+    return _rates(counts)
+
+
+def _rates(counts: dict[str, int]) -> pd.DataFrame:
     order = list(FAQ_OUTCOMES) + sorted(set(counts) - set(FAQ_OUTCOMES))
     exchanges = np.array([counts.get(outcome, 0) for outcome in order], dtype=int)
     total = int(exchanges.sum())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -471,13 +472,17 @@ def test_latency_quantiles_of_added_pieces_found_at_once_equal_each_series_histo
         walked = [a._histogram_quantile_values(added[key]) if key in added else (float("nan"),) * 5 for key in keys]
         found = a._quantile_values(raws, keys)
         assert [repr(v) for v in found] == [repr(v) for v in walked]
+        values = np.array(found, dtype=float)  # interpolated for every series at once, as one by one
+        for q, lo in ((0.5, 1), (0.95, 3)):
+            at_once = a._quantiles(values[:, 0], values[:, lo], values[:, lo + 1], q)
+            assert [repr(float(v)) for v in at_once] == [repr(a._quantile(row[0], row[lo], row[lo + 1], q)) for row in found]
 
 
 @pytest.mark.parametrize("providers", [[], ["openai"]])
 def test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames(store, seeded, providers):
-    """分析 makes its four model-call tables straight from the pieces it read (``CallPieces``: sums, latency
-    quantiles, methods, outcomes and the chart's cells added up in Python): the same tables, table for table,
-    as from the frames of those pieces and of the whole period read at once."""
+    """分析 makes its four model-call tables (and the FAQ rates) straight from the pieces it read
+    (``CallPieces``: sums, latency quantiles, methods, outcomes and the chart's cells added up in Python): the
+    same tables, table for table, as from the frames of those pieces and of the whole period read at once."""
     jst = timezone(timedelta(hours=9))
     since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
     a.refresh(store)
@@ -494,3 +499,11 @@ def test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames(
     for name in a.CALL_TABLES:
         pd.testing.assert_frame_equal(a.figure(a.PartFrames("calls", empty), name),
                                       a.figure(a.shape("calls", empty), name), obj=name)
+    # the FAQ rates likewise, from the conversations' pieces
+    whole = [a.read_part(store, "conversations", since, until, providers)]
+    for today in (date(2025, 6, 11), date(2025, 6, 12)):
+        pieces = [a.read_part(store, "conversations", lo, hi, providers)
+                  for lo, hi, _ in a.settled_split(since, until, "conversations", today=today)]
+        made = a.figure(a.PartFrames("conversations", pieces), "faq_rates")
+        pd.testing.assert_frame_equal(made, a.figure(a.shape("conversations", whole), "faq_rates"))
+        assert made["exchanges"].sum() > 0 or providers

@@ -154,7 +154,7 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     at.run()
     assert not at.exception
     assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
-    assert sorted(made) == ["faq", "not_found"]  # not the conversations' kinds nor the entries
+    assert sorted(made) == ["not_found"]  # faq_rates: straight from the pieces; not the kinds nor the entries
     assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one
 
 
