@@ -252,10 +252,19 @@ def _histogram_arrays(hist: dict[tuple, dict[int, int]]) -> tuple[list[tuple], A
 
 def _quantile_values(raws: list[dict[str, Any]], keys: list[tuple]) -> list[tuple]:
     """Per series of ``keys``: :func:`_histogram_quantile_values` of its histograms in ``raws`` added up
-    (``(nan,) * 5`` for a series without one), for every series at once: the pieces' bucket rows
-    (:func:`_histogram_arrays`) sorted by series and bucket, their running total searched for each rank.
-    The same values (the bucket of each rank, ``None`` past the last call); a series whose calls add up
-    to 0 is left to :func:`_histogram_quantile_values` (its ranks are negative)."""
+    (``(nan,) * 5`` for a series without one), from :func:`_quantile_arrays`."""
+    n, values, there = _quantile_arrays(raws, keys)
+    return [(int(n[i]), *(None if math.isnan(v) else float(v) for v in values[i])) if there[i]
+            else (float("nan"),) * 5 for i in range(len(keys))]
+
+
+def _quantile_arrays(raws: list[dict[str, Any]], keys: list[tuple]) -> tuple[Any, Any, Any]:
+    """Per series of ``keys``, for every series at once: ``n`` (calls), the bucket values at the ranks around
+    p50 and p95 (``(series, 4)``, nan past the last call) and whether the series has a histogram at all —
+    :func:`_histogram_quantile_values` of its histograms in ``raws`` added up. The pieces' bucket rows
+    (:func:`_histogram_arrays`) are sorted by series and bucket and their running total searched for each
+    rank; each bucket's value is ``rollups.bucket_value``'s (the same float). A series whose calls add up to
+    0 is left to :func:`_histogram_quantile_values` (its ranks are negative)."""
     index = {key: i for i, key in enumerate(keys)}
     at, buckets, calls = [], [], []
     for raw in raws:
@@ -264,32 +273,33 @@ def _quantile_values(raws: list[dict[str, Any]], keys: list[tuple]) -> list[tupl
             at.append(np.array([index.get(key, -1) for key in series], dtype=np.int64)[series_at])
             buckets.append(bucket)
             calls.append(count)
-    missing = (float("nan"),) * 5
+    size = len(keys)
     if not at:
-        return [missing] * len(keys)
+        return np.full(size, np.nan), np.full((size, 4), np.nan), np.zeros(size, dtype=bool)
     at, buckets, calls = np.concatenate(at), np.concatenate(buckets), np.concatenate(calls)
     kept = at >= 0
     at, buckets, calls = at[kept], buckets[kept], calls[kept]
     order = np.lexsort((buckets, at))
     at, buckets, calls = at[order], buckets[order], calls[order]
     ends = np.cumsum(calls)
-    numbers = np.arange(len(keys))
+    numbers = np.arange(size)
     first, past = np.searchsorted(at, numbers, side="left"), np.searchsorted(at, numbers, side="right")
+    there = past > first
     before = np.where(first > 0, ends[np.maximum(first - 1, 0)], 0)
-    n = np.where(past > first, ends[np.maximum(past - 1, 0)] - before, 0)
+    n = np.where(there, ends[np.maximum(past - 1, 0)] - before, 0)
     p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
     ranks = np.stack([p50, p50 + 1, p95, p95 + 1], axis=1)
-    found = np.searchsorted(ends, before[:, None] + ranks, side="right")
-    out: list[tuple] = []
-    for i, key in enumerate(keys):
-        if past[i] == first[i]:
-            out.append(missing)
-        elif n[i] <= 0:
-            out.append(_histogram_quantile_values(_added_histograms(raw["latency"] for raw in raws)[key]))
-        else:
-            out.append((int(n[i]), *(rollups.bucket_value(int(buckets[found[i, j]])) if ranks[i, j] < n[i] else None
-                                     for j in range(4))))
-    return out
+    valid = there[:, None] & (ranks < n[:, None])
+    found = np.minimum(np.searchsorted(ends, before[:, None] + ranks, side="right"), max(len(buckets) - 1, 0))
+    chosen = buckets[found] if len(buckets) else np.zeros(found.shape, dtype=np.int64)
+    distinct = np.unique(chosen[valid])
+    worth = np.array([rollups.bucket_value(int(b)) for b in distinct], dtype=float)
+    values = np.full((size, 4), np.nan)
+    values[valid] = worth[np.searchsorted(distinct, chosen[valid])]
+    for i in np.flatnonzero(there & (n <= 0)):  # calls adding up to 0: walked as one histogram
+        walked = _histogram_quantile_values(_added_histograms(raw["latency"] for raw in raws)[keys[i]])
+        values[i] = [np.nan if v is None else v for v in walked[1:]]
+    return np.where(there, n, np.nan).astype(float), values, there
 
 
 CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
@@ -404,16 +414,15 @@ def _model_quality_of(pieces: CallPieces) -> pd.DataFrame:
     if not pieces.keys:
         return pd.DataFrame(columns=columns)
     sums, keys = pieces.sums, pieces.keys
-    latency = _quantile_values(pieces.raws, keys)
+    n, values, _ = _quantile_arrays(pieces.raws, keys)
     out: dict[str, Any] = {name: [key[i] for key in keys] for i, name in enumerate(QUALITY_KEYS)}
     out["tasks"], out["calls"] = sums["tasks"], sums["calls"]
     out["first_try_valid"] = np.round(sums["first_try_valid"] / sums["tasks"], 3)
     out["valid"] = np.round(sums["valid"] / sums["tasks"], 3)
     out["repairs_per_task"] = np.round(sums["repairs"] / sums["tasks"], 2)
     out["error_calls"] = sums["error_calls"]
-    values = np.array(latency, dtype=float)  # None (past the last call) → nan
-    for column, q, lo in (("latency_p50_ms", 0.5, 1), ("latency_p95_ms", 0.95, 3)):
-        out[column] = np.round(_quantiles(values[:, 0], values[:, lo], values[:, lo + 1], q), 1)
+    for column, q, lo in (("latency_p50_ms", 0.5, 0), ("latency_p95_ms", 0.95, 2)):
+        out[column] = np.round(_quantiles(n, values[:, lo], values[:, lo + 1], q), 1)
     return pd.DataFrame(out, columns=columns)
 
 
