@@ -123,7 +123,22 @@ def show(name: str, *, index: bool = False) -> pd.DataFrame:
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    cache.replay(kind=kind, key=(name, digests[name], repr(sorted(kwargs.items()))), _data=data, **kwargs)
+    """A chart of ``data``, drawn again only when what it draws changed (``plotted``: kept per content)."""
+    options = repr(sorted(kwargs.items()))
+    drawn, plotted_data = cache.analytics_kept().get("charted", (name, digests[name], options),
+                                                      lambda: plotted(data, **kwargs))
+    cache.replay(kind=kind, key=(name, drawn, options), _data=plotted_data, **kwargs)
+
+
+def plotted(data: pd.DataFrame, x: str | None = None, y: str | list[str] | None = None, **_: Any
+            ) -> tuple[str, pd.DataFrame]:
+    """What a bar chart with ``x`` draws: that column and its ``y`` ones (the same chart; the table's other
+    columns, e.g. the counts beside a rate, are not sent with it), and a digest of them: after a write that
+    moves a count but not the rate drawn, the chart is not drawn again. A chart by the index: all of it."""
+    if x is not None:
+        ys = [y] if isinstance(y, str) else list(y) if y is not None else [c for c in data.columns if c != x]
+        data = data[[x, *ys]]
+    return cache.digest(data), data
 
 
 def figure(table: pd.DataFrame, name: str):
