@@ -566,7 +566,7 @@ class RollupsStore:
     def _recount_day(self, conn: Any, day: str) -> None:
         """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
         added by the refresh that takes its mark: :meth:`_add_records`)."""
-        counts = _day_counts(conn, day, PENDING)
+        (counts,) = _day_counts(conn, day, [PENDING])
         _write_counts(conn, day, counts)
 
     def _add_records(self, conn: Any, day: str, records: set[int]) -> None:
@@ -575,15 +575,15 @@ class RollupsStore:
         conversation's calls), the difference added to the stored rows. Cost: those conversations' calls,
         not the day's. The stored rows are the day's calls but the still-marked inserts (:meth:`_recount_day`
         counts so too); PostgreSQL: one refresh of the calls at a time (an advisory lock), both counts read
-        in one statement each, a still-marked insert left out of both."""
+        in one statement (a subquery each), a still-marked insert left out of both."""
         conversations = sorted({conversation or "" for conversation, in conn.execute(
             _core("record_conversations"), {"ids": sorted(records)})})
         if not conversations:
             return  # deleted since (their delete marked the day: it is recounted)
         where = PENDING + (" AND COALESCE(conversation_id, '') IN :conversations" if "" in conversations else
                            " AND conversation_id IN :conversations")  # by its index, not the day's records
-        before = _day_counts(conn, day, where + " AND id NOT IN :records", conversations, sorted(records))
-        after = _day_counts(conn, day, where, conversations)
+        before, after = _day_counts(conn, day, [where + " AND id NOT IN :records", where], conversations,
+                                    sorted(records))
         moved = {name: {key: (after[name].get(key), before[name].get(key))
                         for key in set(after[name]) | set(before[name]) if after[name].get(key) != before[name].get(key)}
                  for name in _TABLES}
@@ -673,11 +673,12 @@ def _plan(taken: Iterable[tuple[str, int | None]]) -> tuple[set[str], dict[str, 
     return recount, {day: records for day, records in added.items() if day not in recount}
 
 
-def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None = None,
-                records: list[int] | None = None) -> dict[str, dict[tuple, tuple]]:
-    """The model calls of ``day`` that ``where`` selects, counted as the day rollups hold them: per table
-    (``_KEYS``) a key → counts (``_COUNTED``). A series' failed calls are kept even when it started no task
-    that day (a row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
+def _day_counts(conn: Any, day: str, wheres: list[str], conversations: list[str] | None = None,
+                records: list[int] | None = None) -> list[dict[str, dict[tuple, tuple]]]:
+    """The model calls of ``day`` that each of ``wheres`` selects, counted as the day rollups hold them, in
+    one statement (a subquery per ``where``, told apart by ``side``): per ``where``, per table (``_KEYS``) a
+    key → counts (``_COUNTED``). A series' failed calls are kept even when it started no task that day (a
+    row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
     lo, hi = day_bounds(day)
     params: dict[str, Any] = {"since": lo, "until": hi, "unknown": UNKNOWN}
     expanding = []
@@ -687,15 +688,20 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
     if records is not None:
         params["records"] = records
         expanding.append("records")
-    counts: dict[str, dict[tuple, tuple]] = {name: {} for name in _KEYS}
-    errors: dict[tuple, int] = {}
-    for kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms in conn.execute(
-            statement(calls_sql(where) + aggregates_sql(False), *expanding), params):
+    sql = (calls_sql(wheres[0]) + aggregates_sql(False) if len(wheres) == 1 else " UNION ALL ".join(
+        f"SELECT {side} AS side, q{side}.* FROM ({calls_sql(where) + aggregates_sql(False)}) q{side}"
+        for side, where in enumerate(wheres)))
+    sides: list[dict[str, dict[tuple, tuple]]] = [{name: {} for name in _KEYS} for _ in wheres]
+    errors: list[dict[tuple, int]] = [{} for _ in wheres]
+    for row in conn.execute(statement(sql, *expanding), params):
+        side = 0 if len(wheres) == 1 else int(row[0])
+        kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms = row[-12:]
+        counts = sides[side]
         if kind == "task":
             counts["tasks"][(task, provider, version)] = (
                 int(tasks), int(calls), int(first), int(valid), int(repairs or 0), 0)
         elif kind == "series_errors":
-            errors[(task, provider, version)] = int(calls)
+            errors[side][(task, provider, version)] = int(calls)
         elif kind == "method":
             counts["methods"][(task, provider, method)] = (int(tasks),)
         elif kind == "error":
@@ -703,9 +709,10 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
         elif kind == "latency":
             key = (task, provider, version, latency_bucket(ms))
             counts["latency"][key] = (counts["latency"].get(key, (0,))[0] + 1,)
-    for series, n in errors.items():
-        counts["tasks"][series] = counts["tasks"].get(series, (0, 0, 0, 0, 0, 0))[:5] + (n,)
-    return counts
+    for counts, side_errors in zip(sides, errors):
+        for series, n in side_errors.items():
+            counts["tasks"][series] = counts["tasks"].get(series, (0, 0, 0, 0, 0, 0))[:5] + (n,)
+    return sides
 
 
 def _write_counts(conn: Any, day: str, counts: dict[str, dict[tuple, tuple]]) -> None:
