@@ -453,7 +453,8 @@ def _core(name: str, table: str | None = None) -> Any:
     if name == "record_conversations":
         return select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(ids))
     if name == "delete_conversations":
-        return delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids))
+        return (delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids))
+                .returning(t.rollup_conversations.c.created_at))
     if name == "delete_faq":
         return delete(t.rollup_faq).where(t.rollup_faq.c.conversation_id.in_(ids))
     if name == "insert":
@@ -507,8 +508,7 @@ class RollupsStore:
                     taken = conn.execute(_core("take_days"), {"ids": marked}).all()
                 bumped: list[str] = []
                 if ids:
-                    created = self._created(conn, ids)
-                    self._recount_conversations(conn, ids)
+                    created = self._recount_conversations(conn, ids)
                     settled_at, today_at = (day_bounds(settled_before("conversations", today))[0],
                                             day_bounds(today)[0])
                     bumped += ["conversations", *([SETTLED["conversations"]] if any(c < settled_at for c in created)
@@ -528,14 +528,6 @@ class RollupsStore:
                 self._bump_rollups(conn, *bumped)
         return {"conversations": len(conversations), "days": days}
 
-    @staticmethod
-    def _created(conn: Any, ids: list[str]) -> set[str]:
-        """When the conversations ``ids`` were created (their rollup rows', and the conversations' own when not
-        counted yet or no longer there): which of 分析's pieces their recount changes."""
-        return {row[0] for row in conn.execute(statement(
-            "SELECT created_at FROM rollup_conversations WHERE id IN :ids UNION "
-            "SELECT created_at FROM conversations WHERE id IN :ids", "ids"), {"ids": ids}) if row[0] is not None}
-
     def _bump_rollups(self, conn: Any, *names: str) -> None:
         """Move the versions ``names`` (one statement; a settled version's row is made on its first bump)."""
         if not names:
@@ -552,16 +544,20 @@ class RollupsStore:
                 else:
                     conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
 
-    def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
+    def _recount_conversations(self, conn: Any, ids: list[str]) -> set[str]:
         """The rollup rows of the conversations ``ids`` made again, computed and written by the database
-        (``INSERT … SELECT``: nothing comes back to Python)."""
+        (``INSERT … SELECT``: only their creation times come back), and when those conversations were
+        created: their rollup rows' times (as deleted) and the conversations' own (as counted again) — which
+        of 分析's pieces the recount changes."""
         params = {"ids": ids, "unknown": UNKNOWN}
         cohort = cohort_sql(self.dialect, "c.id IN :ids")
-        conn.execute(_core("delete_conversations"), {"ids": ids})
+        created = {row[0] for row in conn.execute(_core("delete_conversations"), {"ids": ids})}
         conn.execute(_core("delete_faq"), {"ids": ids})
-        conn.execute(statement(f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) "
-                               + cohort + CONVERSATIONS_SQL, "ids"), params)
+        created |= {row[0] for row in conn.execute(statement(
+            f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) " + cohort + CONVERSATIONS_SQL
+            + " RETURNING created_at", "ids"), params)}
         conn.execute(statement(f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) " + cohort + FAQ_SQL, "ids"), params)
+        return {at for at in created if at is not None}
 
     def _recount_day(self, conn: Any, day: str) -> None:
         """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
