@@ -17,7 +17,7 @@ from core.llm.registry import PROVIDER_LABELS
 from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
 from core.text.spreadsheet import csv_bytes, safe_cell
-from ui import cache, review_quality
+from ui import cache, charts, review_quality
 from ui.session import leave_pages_directory_mode
 from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 
@@ -123,22 +123,19 @@ def show(name: str, *, index: bool = False) -> pd.DataFrame:
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    """A chart of ``data``, drawn again only when what it draws changed (``plotted``: kept per content)."""
+    """A chart of ``data``; a bar chart along a column ``x`` is drawn again only when the values it draws
+    changed (``plotted``, kept per content; ``ui.charts`` sends it those columns only), any other when its
+    table's content did."""
     options = repr(sorted(kwargs.items()))
-    drawn, plotted_data = cache.analytics_kept().get("charted", (name, digests[name], options),
-                                                      lambda: plotted(data, **kwargs))
-    cache.replay(kind=kind, key=(name, drawn, options), _data=plotted_data, **kwargs)
+    drawn = digests[name] if kwargs.get("x") is None else cache.analytics_kept().get(
+        "charted", (name, digests[name], options), lambda: plotted(data, **kwargs))
+    cache.replay(kind=kind, key=(name, drawn, options), _data=data, **kwargs)
 
 
-def plotted(data: pd.DataFrame, x: str | None = None, y: str | list[str] | None = None, **_: Any
-            ) -> tuple[str, pd.DataFrame]:
-    """What a bar chart with ``x`` draws: that column and its ``y`` ones (the same chart; the table's other
-    columns, e.g. the counts beside a rate, are not sent with it), and a digest of them: after a write that
-    moves a count but not the rate drawn, the chart is not drawn again. A chart by the index: all of it."""
-    if x is not None:
-        ys = [y] if isinstance(y, str) else list(y) if y is not None else [c for c in data.columns if c != x]
-        data = data[[x, *ys]]
-    return cache.digest(data), data
+def plotted(data: pd.DataFrame, x: str, y: str | list[str] | None = None, **_: Any) -> str:
+    """A digest of what a bar chart along ``x`` draws (that column and its ``y`` ones, ``charts.plotted``):
+    after a write that moves a count but not the rate drawn beside it, the chart is not drawn again."""
+    return cache.digest([[str(c) for c in data.columns], [data[c].tolist() for c in charts.plotted(data, x, y)]])
 
 
 def figure(table: pd.DataFrame, name: str):

@@ -55,7 +55,7 @@ KEPT = {  # 分析's intermediate values: kind → (entries, seconds)
     "part": (32, TTL_SECONDS),                 # a part's tables and digests, per its versions
     "providers": (16, TTL_SECONDS),            # the filter's providers, per versions
     "labelled": (64, TTL_SECONDS),             # a table labelled as shown (pages/analytics.py), per content
-    "charted": (64, TTL_SECONDS),              # what a chart draws and its digest (pages/analytics.py), per content
+    "charted": (64, TTL_SECONDS),              # a digest of what a chart draws (pages/analytics.py), per content
 }
 _MISSING = object()
 
