@@ -264,9 +264,9 @@ def test_after_a_write_a_table_is_drawn_again_only_when_its_content_changed(seed
 
 def test_a_chart_is_drawn_again_only_when_what_it_draws_changed(seeded, monkeypatch):
     """A bar chart along a column is sent the columns it draws (its x and y), and is drawn again only when
-    they change:
-    another FAQ conversation with the same mix of outcomes doubles the counts (the table is drawn again) but
-    leaves every rate as it was (the chart of the rates is not). Counted, not timed (issue #25)."""
+    they change: another FAQ conversation with the same mix of outcomes doubles the counts (the table is
+    drawn again) but leaves every rate as it was (the chart of the rates is not). Counted, not timed (issue
+    #25)."""
     import streamlit as st
 
     from ui import charts
