@@ -17,7 +17,7 @@ from core.llm.registry import PROVIDER_LABELS
 from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
 from core.text.spreadsheet import csv_bytes, safe_cell
-from ui import cache, charts, review_quality
+from ui import cache, review_quality
 from ui.session import leave_pages_directory_mode
 from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 
@@ -99,9 +99,8 @@ def labelled_one(name: str, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def labelled_all(figures: dict, digests: dict) -> dict[str, pd.DataFrame]:
-    """Every table shown labelled, each again only when its content changed (kept per content by
-    ``ui.cache.analytics_kept``: nothing pickled, nothing changes a shown table). A table that is only charted
-    (``CHARTED``) is not labelled."""
+    """Every table shown labelled, each again only when its content changed (kept per content: ``ui.cache``'s
+    ``analytics_kept``, nothing pickled). A table that is only charted (``CHARTED``) is not labelled."""
     kept = cache.analytics_kept()
     tables = {name: kept.get("labelled", (name, digests[name]), lambda name=name, table=table: labelled_one(name, table))
               for name, table in figures.items() if name not in CHARTED}
@@ -123,19 +122,7 @@ def show(name: str, *, index: bool = False) -> pd.DataFrame:
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    """A chart of ``data``; a bar chart along a column ``x`` is drawn again only when the values it draws
-    changed (``plotted``, kept per content; ``ui.charts`` sends it those columns only), any other when its
-    table's content did."""
-    options = repr(sorted(kwargs.items()))
-    drawn = digests[name] if kwargs.get("x") is None else cache.analytics_kept().get(
-        "charted", (name, digests[name], options), lambda: plotted(data, **kwargs))
-    cache.replay(kind=kind, key=(name, drawn, options), _data=data, **kwargs)
-
-
-def plotted(data: pd.DataFrame, x: str, y: str | list[str] | None = None, **_: Any) -> str:
-    """A digest of what a bar chart along ``x`` draws (that column and its ``y`` ones, ``charts.plotted``):
-    after a write that moves a count but not the rate drawn beside it, the chart is not drawn again."""
-    return cache.digest([[str(c) for c in data.columns], [data[c].tolist() for c in charts.plotted(data, x, y)]])
+    cache.analytics_chart(kind=kind, name=name, content=digests[name], data=data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):

@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import pickle
 import threading
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 import cachetools
 import streamlit as st
@@ -206,6 +207,17 @@ def digest(data: Any) -> str:
     built the same way from the same values gets the same digest (a table built otherwise may not: it is then
     only computed or drawn once more). Several times cheaper than hashing the values column by column."""
     return hashlib.sha256(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()[:24]
+
+
+def analytics_chart(kind: str, name: str, content: str, data: Any, **kwargs: Any) -> None:
+    """A chart of 分析 (:func:`replay`) named by what it draws: a bar chart along a column ``x`` by a digest of
+    the values it draws (``charts.plotted``; kept per table ``content``: a count that moves beside an
+    unchanged rate does not draw it again, and ``ui.charts`` sends it those columns only), any other by its
+    table's ``content``."""
+    options = repr(sorted(kwargs.items()))
+    drawn = content if kwargs.get("x") is None else analytics_kept().get("charted", (name, content, options), lambda: digest(
+        [[str(c) for c in data.columns], [data[c].tolist() for c in charts.plotted(data, kwargs["x"], kwargs.get("y"))]]))
+    replay(kind=kind, key=(name, drawn, options), _data=data, **kwargs)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)
