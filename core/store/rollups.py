@@ -591,19 +591,23 @@ class RollupsStore:
 
 def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> dict[str, dict[tuple, tuple]]:
     """The stored rows of ``day`` that the keys of ``moved`` (per call rollup) may hit, read in one statement
-    (each table's rows narrowed by its first key column, a task or a provider): per table, key → (row id,
-    counts)."""
-    selects, params = [], {"day": day}
+    (each table's rows narrowed by its first key column, a task or a provider; the latency buckets also by
+    bucket, not the task's every bucket): per table, key → (row id, counts)."""
+    selects, params, expanding = [], {"day": day}, list(moved)
     for name, hits in moved.items():
         keys, counted = _KEYS[name], _COUNTED[name]
         padding = ["CAST(NULL AS TEXT)"] * (3 - min(len(keys), 3)) + ["CAST(NULL AS INTEGER)"] * (len(keys) < 4)
         columns = [*keys, *padding, *counted, *["CAST(NULL AS INTEGER)"] * (6 - len(counted))]
+        narrow = " AND bucket IN :buckets" if name == "latency" else ""
         selects.append(f"SELECT '{name}' AS rollup, id, {', '.join(columns)} FROM {_TABLES[name].name} "
-                       f"WHERE day = :day AND {keys[0]} IN :{name}")
+                       f"WHERE day = :day AND {keys[0]} IN :{name}{narrow}")
         params[name] = sorted({key[0] for key in hits})
+        if narrow:
+            params["buckets"] = sorted({int(key[3]) for key in hits})
+            expanding.append("buckets")
     stored: dict[str, dict[tuple, tuple]] = {name: {} for name in moved}
     if selects:
-        for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *moved), params):
+        for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *expanding), params):
             width, counted = len(_KEYS[rollup]), len(_COUNTED[rollup])
             key = tuple(int(v) if rollup == "latency" and i == 3 else v for i, v in enumerate(values[:width]))
             stored[rollup][key] = (row_id, tuple(int(v) for v in values[4:4 + counted]))
