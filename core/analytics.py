@@ -239,19 +239,83 @@ def _histogram_quantile_values(buckets: dict[int, int]) -> tuple:
     return (n, *(found.get(rank) for rank in ranks))
 
 
+def _histogram_arrays(hist: dict[tuple, dict[int, int]]) -> tuple[list[tuple], Any, Any, Any]:
+    """:func:`_histograms` as arrays, made once when a piece is read: ``(series, series_at, bucket, calls)``
+    (the series named, and per bucket row the index of its series, its bucket and its calls), so that the
+    quantiles of several pieces added up are found for every series at once (:func:`_quantile_values`)."""
+    series = list(hist)
+    sizes = [len(buckets) for buckets in hist.values()]
+    return (series, np.repeat(np.arange(len(series), dtype=np.int64), sizes),
+            np.fromiter((b for buckets in hist.values() for b in buckets), dtype=np.int64, count=sum(sizes)),
+            np.fromiter((c for buckets in hist.values() for c in buckets.values()), dtype=np.int64, count=sum(sizes)))
+
+
+def _quantile_values(raws: list[dict[str, Any]], keys: list[tuple]) -> list[tuple]:
+    """Per series of ``keys``: :func:`_histogram_quantile_values` of its histograms in ``raws`` added up
+    (``(nan,) * 5`` for a series without one), from :func:`_quantile_arrays`."""
+    n, values, there = _quantile_arrays(raws, keys)
+    return [(int(n[i]), *(None if math.isnan(v) else float(v) for v in values[i])) if there[i]
+            else (float("nan"),) * 5 for i in range(len(keys))]
+
+
+def _quantile_arrays(raws: list[dict[str, Any]], keys: list[tuple]) -> tuple[Any, Any, Any]:
+    """Per series of ``keys``, for every series at once: ``n`` (calls), the bucket values at the ranks around
+    p50 and p95 (``(series, 4)``, nan past the last call) and whether the series has a histogram at all —
+    :func:`_histogram_quantile_values` of its histograms in ``raws`` added up. The pieces' bucket rows
+    (:func:`_histogram_arrays`) are sorted by series and bucket and their running total searched for each
+    rank; each bucket's value is ``rollups.bucket_value``'s (the same float). A series whose calls add up to
+    0 is left to :func:`_histogram_quantile_values` (its ranks are negative)."""
+    index = {key: i for i, key in enumerate(keys)}
+    at, buckets, calls = [], [], []
+    for raw in raws:
+        series, series_at, bucket, count = raw["latency_arrays"]
+        if len(series):
+            at.append(np.array([index.get(key, -1) for key in series], dtype=np.int64)[series_at])
+            buckets.append(bucket)
+            calls.append(count)
+    size = len(keys)
+    if not at:
+        return np.full(size, np.nan), np.full((size, 4), np.nan), np.zeros(size, dtype=bool)
+    at, buckets, calls = np.concatenate(at), np.concatenate(buckets), np.concatenate(calls)
+    kept = at >= 0
+    at, buckets, calls = at[kept], buckets[kept], calls[kept]
+    order = np.lexsort((buckets, at))
+    at, buckets, calls = at[order], buckets[order], calls[order]
+    ends = np.cumsum(calls)
+    numbers = np.arange(size)
+    first, past = np.searchsorted(at, numbers, side="left"), np.searchsorted(at, numbers, side="right")
+    there = past > first
+    before = np.where(first > 0, ends[np.maximum(first - 1, 0)], 0)
+    n = np.where(there, ends[np.maximum(past - 1, 0)] - before, 0)
+    p50, p95 = (n - 1) // 2, (95 * (n - 1)) // 100
+    ranks = np.stack([p50, p50 + 1, p95, p95 + 1], axis=1)
+    valid = there[:, None] & (ranks < n[:, None])
+    found = np.minimum(np.searchsorted(ends, before[:, None] + ranks, side="right"), max(len(buckets) - 1, 0))
+    chosen = buckets[found] if len(buckets) else np.zeros(found.shape, dtype=np.int64)
+    distinct = np.unique(chosen[valid])
+    worth = np.array([rollups.bucket_value(int(b)) for b in distinct], dtype=float)
+    values = np.full((size, 4), np.nan)
+    values[valid] = worth[np.searchsorted(distinct, chosen[valid])]
+    for i in np.flatnonzero(there & (n <= 0)):  # calls adding up to 0: walked as one histogram
+        walked = _histogram_quantile_values(_added_histograms(raw["latency"] for raw in raws)[keys[i]])
+        values[i] = [np.nan if v is None else v for v in walked[1:]]
+    return np.where(there, n, np.nan).astype(float), values, there
+
+
 CALL_SUMS = ("tasks", "calls", "first_try_valid", "valid", "repairs", "error_calls")
 HOURLY_COLUMNS = ["hour", *QUALITY_KEYS, "tasks", "first_try_valid"]
 
 
 def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[tuple]:
-    return [tuple(row) for row in conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params)]
+    """The rows of ``sql`` as plain tuples, fetched at once (not row by row)."""
+    return list(map(tuple, conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params).all()))
 
 
 def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
     """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
     summed by the database and shaped as far as they can be alone: per series (``sums``, tuples), per series
-    and latency bucket (``latency``: :func:`_histograms`), per day and series (``hourly``, a frame: the
-    chart), per task and method and per outcome (tuples). :func:`_call_shape` adds ranges up and makes the
+    and latency bucket (``latency``: :func:`_histograms`), per day and series (``hourly``: the chart), per
+    task and method and per outcome (tuples). :func:`_call_shape` adds ranges up and makes the
     frames."""
     where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
@@ -270,6 +334,7 @@ FROM rollup_errors WHERE {where} GROUP BY error_type
 UNION ALL SELECT 'latency', {text_null}, {series}, bucket, SUM(calls), {none}
 FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(providers))
     days = [row[1:5] + row[6:] for row in rows if row[0] == "day"]
+    latency = _histograms(row[2:7] for row in rows if row[0] == "latency")
     hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in days}}  # quality_over_time: that day
     totals: dict[tuple, list[int]] = {}
     for day, task, provider, version, *values in days:
@@ -278,18 +343,20 @@ FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(pro
             sums[i] += int(value or 0)
     return {
         "sums": [(*key, *values) for key, values in totals.items()],
-        "latency": _histograms(row[2:7] for row in rows if row[0] == "latency"),
-        "hourly": pd.DataFrame([(hours[day], task, provider, version, int(tasks), int(first))
-                                for day, task, provider, version, tasks, _, first, *_ in days], columns=HOURLY_COLUMNS,
-                               dtype=object),  # Python values: quality_over_time reads them as such
+        "latency": latency,
+        "latency_arrays": _histogram_arrays(latency),
+        "hourly": [(hours[day], task, provider, version, int(tasks), int(first))
+                   for day, task, provider, version, tasks, _, first, *_ in days],  # the chart's rows, as read
         "methods": [(task, method, int(tasks)) for kind, _, task, _, method, _, tasks, *_ in rows if kind == "method"],
         "errors": [(error, int(calls)) for kind, _, _, _, error, _, calls, *_ in rows if kind == "error"],
+        # unfiltered: the providers of the days' tasks (the filter's options, as providers_seen)
+        "providers": None if providers else sorted({key[1] for key in totals}, key=str),
     }
 
 
-def _joined(raws: list[dict[str, Any]], name: str) -> pd.DataFrame:
-    frames = [r[name] for r in raws if len(r[name])]
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else raws[0][name]
+def _hourly_frame(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    """The pieces' per-day rows of the chart as one frame of Python values (quality_over_time reads them so)."""
+    return pd.DataFrame([row for raw in raws for row in raw["hourly"]], columns=HOURLY_COLUMNS, dtype=object)
 
 
 def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
@@ -305,9 +372,7 @@ def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     if not totals:
         return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
     keys = sorted(totals)
-    hist = _added_histograms(raw["latency"] for raw in raws)
-    missing = (float("nan"),) * 5
-    latency = [_histogram_quantile_values(hist[key]) if key in hist else missing for key in keys]
+    latency = _quantile_values(raws, keys)
     sums = {name: np.array([totals[key][i] for key in keys], dtype=int) for i, name in enumerate(CALL_SUMS)}
     quality = pd.DataFrame({
         **{name: [key[i] for key in keys] for i, name in enumerate(QUALITY_KEYS)},
@@ -316,10 +381,157 @@ def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
         "repairs_per_task": sums["repairs"] / sums["tasks"],
         **{name: [row[i] for row in latency] for i, name in enumerate(("n", "p50_lo", "p50_hi", "p95_lo", "p95_hi"))}})
     return {"quality": quality,
-            "hourly": _joined(raws, "hourly"),
+            "hourly": _hourly_frame(raws),
             "methods": pd.DataFrame([row for raw in raws for row in raw["methods"]], columns=["task", "method", "tasks"]),
             "errors": pd.DataFrame([row for raw in raws for row in raw["errors"]], columns=["error_type", "calls"]),
             "calls": int(sums["calls"].sum())}
+
+
+class CallPieces:
+    """The model calls of :func:`read_part`'s pieces added up in plain Python (per series sums and latency
+    quantiles, methods, outcomes, the chart's cells), from which 分析's four model-call tables are made
+    directly (:data:`CALL_TABLES`), each one DataFrame: the same tables as :func:`shape`'s frames give
+    (``test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames``), without making those
+    frames first (after every model call these four tables are made again, issue #25)."""
+
+    def __init__(self, raws: list[dict[str, Any]]) -> None:
+        totals: dict[tuple, list[int]] = {}
+        for raw in raws:
+            for row in raw["sums"]:
+                values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
+                for i, value in enumerate(row[3:]):
+                    values[i] += value
+        self.raws = raws
+        self.keys = sorted(totals)
+        self.sums = {name: np.array([totals[key][i] for key in self.keys], dtype=int) for i, name in enumerate(CALL_SUMS)}
+        self.calls = int(self.sums["calls"].sum()) if self.keys else 0
+
+
+def _model_quality_of(pieces: CallPieces) -> pd.DataFrame:
+    """:func:`model_quality` of the pieces (sorted, summed and rounded as it does)."""
+    columns = [*QUALITY_KEYS, "tasks", "calls", "first_try_valid", "valid", "repairs_per_task", "error_calls",
+               "latency_p50_ms", "latency_p95_ms"]
+    if not pieces.keys:
+        return pd.DataFrame(columns=columns)
+    sums, keys = pieces.sums, pieces.keys
+    n, values, _ = _quantile_arrays(pieces.raws, keys)
+    out: dict[str, Any] = {name: [key[i] for key in keys] for i, name in enumerate(QUALITY_KEYS)}
+    out["tasks"], out["calls"] = sums["tasks"], sums["calls"]
+    out["first_try_valid"] = np.round(sums["first_try_valid"] / sums["tasks"], 3)
+    out["valid"] = np.round(sums["valid"] / sums["tasks"], 3)
+    out["repairs_per_task"] = np.round(sums["repairs"] / sums["tasks"], 2)
+    out["error_calls"] = sums["error_calls"]
+    for column, q, lo in (("latency_p50_ms", 0.5, 0), ("latency_p95_ms", 0.95, 2)):
+        out[column] = np.round(_quantiles(n, values[:, lo], values[:, lo + 1], q), 1)
+    return pd.DataFrame(out, columns=columns)
+
+
+def _quantiles(n: Any, lo: Any, hi: Any, q: float) -> Any:
+    """:func:`_quantile` of arrays, element by element (the same arithmetic, in the same order)."""
+    position = q * (n - 1)
+    fraction = position - np.trunc(position)
+    with np.errstate(invalid="ignore"):
+        between = lo + (hi - lo) * fraction
+    out = np.where(np.isnan(hi) | (fraction == 0), lo, between)
+    return np.where(np.isnan(n) | np.isnan(lo), np.nan, out)
+
+
+def _faq_rates_of(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    """:func:`faq_rates` of the conversations' pieces (their outcomes added up as ``_faq_counts`` does)."""
+    faq: dict[str, int] = {}
+    for raw in raws:
+        for outcome, exchanges in raw["faq"]:
+            faq[outcome] = faq.get(outcome, 0) + exchanges
+    return _rates(faq)
+
+
+def _method_mix_of(pieces: CallPieces) -> pd.DataFrame:
+    """:func:`method_mix` of the pieces (their rows read as it reads its frame's)."""
+    cells: dict[tuple[str, str], int] = {}
+    for raw in pieces.raws:
+        for task, method, tasks in raw["methods"]:
+            if _present(task) and _present(method):  # as groupby: a missing key is left out
+                cells[task, method] = cells.get((task, method), 0) + int(tasks)
+    if not cells:
+        return pd.DataFrame(columns=["task"])
+    tasks = sorted({task for task, _ in cells})
+    names = sorted({method for _, method in cells})
+    mix = {method: np.array([cells.get((task, method), 0) for task in tasks], dtype=int) for method in names}
+    return pd.DataFrame({"task": tasks, **mix}, columns=["task", *names])
+
+
+def _error_types_of(pieces: CallPieces) -> pd.DataFrame:
+    """:func:`error_types` of the pieces."""
+    rows = [row for raw in pieces.raws for row in raw["errors"]]
+    if not rows:
+        return error_types(Frames(**{**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS, "calls": pieces.calls}))
+    counts: dict[str, int] = {}
+    for error, calls in rows:
+        error = error if _present(error) else UNKNOWN
+        counts[error] = counts.get(error, 0) + int(calls)
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    calls = np.array([n for _, n in ordered], dtype=int)
+    share = np.round(calls / pieces.calls, 3) if pieces.calls > 0 else np.zeros(len(calls))
+    return pd.DataFrame({"error_type": [error for error, _ in ordered], "calls": calls, "share_of_calls": share})
+
+
+def _quality_over_time_of(pieces: CallPieces, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
+    """:func:`quality_over_time` of the pieces: each piece's cells (days × series: tasks, first-try valid,
+    :func:`_day_cells`, made once per piece) are added into one grid, then divided as one array."""
+    grids = [_day_cells(raw, tz) for raw in pieces.raws]
+    days = sorted({day for grid in grids for day in grid[0]})
+    series = sorted({name for grid in grids for name in grid[1]})
+    if not days:
+        return pd.DataFrame()
+    day_at, series_at = {day: i for i, day in enumerate(days)}, {name: i for i, name in enumerate(series)}
+    tasks_sum, first_valid = np.zeros((len(days), len(series))), np.zeros((len(days), len(series)))
+    present = np.zeros((len(days), len(series)), dtype=bool)
+    for grid_days, grid_series, tasks, first, there in grids:
+        if grid_days:
+            at = np.ix_([day_at[day] for day in grid_days], [series_at[name] for name in grid_series])
+            tasks_sum[at] += tasks
+            first_valid[at] += first
+            present[at] |= there
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.round(np.where(present, first_valid, np.nan) / np.where(present, tasks_sum, np.nan), 3)
+    return pd.DataFrame(share, index=pd.DatetimeIndex(days, name="day").as_unit("us"),
+                        columns=pd.Index(series, name="series"))
+
+
+def _day_cells(raw: dict[str, Any], tz: str) -> tuple[list, list, Any, Any, Any]:
+    """One piece's chart cells as a grid: ``(days, series names, tasks, first-try valid, present)`` (local
+    days × series, arrays), from its per-day rows, a row left out where a key is missing (as
+    ``quality_over_time``'s groupby), each distinct hour converted once. Made once per piece (kept in it)."""
+    made = raw.get("day_cells")
+    if made is not None and made[0] == tz:
+        return made[1]
+    zone, local, cells = ZoneInfo(tz), {}, {}
+    for hour, task, provider, version, tasks, first in raw["hourly"]:
+        if not (_present(hour) and _present(task) and _present(provider) and _present(version)):
+            continue
+        day = local.get(hour)
+        if day is None:
+            day = local[hour] = datetime.combine(
+                datetime.fromisoformat(f"{hour}:00:00+00:00").astimezone(zone).date(), time())
+        key = (day, f"{task} · {provider} · {version}")
+        have = cells.get(key, (0.0, 0.0))
+        cells[key] = (have[0] + float(tasks), have[1] + float(first))
+    days = sorted({day for day, _ in cells})
+    series = sorted({name for _, name in cells})
+    day_at, series_at = {day: i for i, day in enumerate(days)}, {name: i for i, name in enumerate(series)}
+    tasks, first = np.zeros((len(days), len(series))), np.zeros((len(days), len(series)))
+    present = np.zeros((len(days), len(series)), dtype=bool)
+    for (day, name), (n, valid) in cells.items():
+        i, j = day_at[day], series_at[name]
+        tasks[i, j], first[i, j], present[i, j] = n, valid, True
+    grid = (days, series, tasks, first, present)
+    raw["day_cells"] = (tz, grid)  # derived from the piece's own rows: the same whoever makes it first
+    return grid
+
+
+# 分析's model-call tables straight from the pieces (:class:`CallPieces`), as ``figure`` makes them
+CALL_TABLES = {"model_quality": _model_quality_of, "quality_over_time": _quality_over_time_of,
+               "method_mix": _method_mix_of, "error_types": _error_types_of}
 
 
 def _calls_from_rollups(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
@@ -362,11 +574,18 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
-    faq: dict[str, int] = {}  # per outcome, and per not-found question (one statement for both)
-    missed = []
-    for outcome, question, exchanges, last in _rows(
-            conn, f"SELECT f.outcome, f.question, SUM(f.exchanges) AS exchanges, MAX(f.last_asked) AS last_asked "
-                  f"{joined} GROUP BY f.outcome, f.question", params, bool(chosen)):
+    faq: dict[str, int] = {}  # per outcome, and per not-found question (one statement for both) …
+    missed, providers = [], []
+    # … and, unfiltered, the providers the conversations name (the filter's options: no query of their own)
+    named = "" if chosen else (" UNION ALL SELECT 'provider', c.provider, NULL, NULL, NULL FROM rollup_conversations c "
+                               f"WHERE {where} GROUP BY c.provider")
+    for kind, outcome, question, exchanges, last in _rows(
+            conn, f"SELECT 'faq' AS kind, f.outcome, f.question, SUM(f.exchanges) AS exchanges, "
+                  f"MAX(f.last_asked) AS last_asked {joined} GROUP BY f.outcome, f.question{named}",
+            params, bool(chosen)):
+        if kind == "provider":
+            providers.append(outcome)
+            continue
         faq[outcome] = faq.get(outcome, 0) + int(exchanges)
         if outcome == "not_found":
             missed.append((question, int(exchanges), last))
@@ -375,7 +594,7 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     kinds = [tuple(bool(int(v or 0)) if i in flags else int(v) if i == len(GROUP_COLUMNS) else v
                    for i, v in enumerate(row[:width])) for row in rows]
     return {"rows": kinds, "entries": [sum(int(row[i] or 0) for row in rows) for i in range(width, width + 6)],
-            "faq": list(faq.items()), "missed": missed}
+            "faq": list(faq.items()), "missed": missed, "providers": None if chosen else providers}
 
 
 def _conversation_kinds(raws: list[dict[str, Any]]) -> pd.DataFrame:
@@ -425,7 +644,9 @@ def read_part(store: Store, part: str, since: datetime, until: datetime, provide
               ) -> dict[str, pd.DataFrame]:
     """What one part of 分析 (``conversations`` / ``calls``) reads for the Japan days ``[since, until)``
     (datetimes at Japan midnights), summed by the database; :func:`shape` makes the frames, from one range
-    or several (``ui.cache`` keeps the settled days' apart: :func:`settled_split`). Does not refresh."""
+    or several (``ui.cache`` keeps the settled days' apart: :func:`settled_split`). Does not refresh.
+    Without ``providers`` it also names the providers the range holds (``providers``: what
+    :func:`providers_seen` finds for it, in the same statements; ``None`` when filtered)."""
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
     with store.engine.connect() as conn:
@@ -449,6 +670,19 @@ class PartFrames:
 
     def __init__(self, part: str, raws: list[dict[str, Any]]) -> None:
         self._part, self._raws = part, raws
+        self._calls: CallPieces | None = None
+
+    @property
+    def raws(self) -> list[dict[str, Any]]:
+        return self._raws
+
+    def call_pieces(self) -> CallPieces | None:
+        """The model calls part's pieces added up (:class:`CallPieces`, made once), ``None`` for the other part."""
+        if self._part != "calls":
+            return None
+        if self._calls is None:
+            self._calls = CallPieces(self._raws)
+        return self._calls
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -583,6 +817,10 @@ FIGURE_SOURCES = {"interview_funnel": "knowledge", "turns_to_phase": "knowledge"
 
 def figure(frames: Frames, name: str) -> pd.DataFrame:
     """The table ``name`` of 分析 (a function of this module; ``faq_top_not_found``: the top 20)."""
+    if name in CALL_TABLES and isinstance(frames, PartFrames) and frames.call_pieces() is not None:
+        return CALL_TABLES[name](frames.call_pieces())  # 分析: straight from the pieces read
+    if name == "faq_rates" and isinstance(frames, PartFrames) and frames.call_pieces() is None:
+        return _faq_rates_of(frames.raws)
     return faq_top_not_found(frames, 20) if name == "faq_top_not_found" else globals()[name](frames)
 
 
@@ -875,6 +1113,10 @@ def faq_rates(frames: Frames) -> pd.DataFrame:
     if len(frames.faq):
         for outcome, exchanges in zip(frames.faq["outcome"].tolist(), frames.faq["exchanges"].tolist()):
             counts[outcome] = int(exchanges)
+    return _rates(counts)
+
+
+def _rates(counts: dict[str, int]) -> pd.DataFrame:
     order = list(FAQ_OUTCOMES) + sorted(set(counts) - set(FAQ_OUTCOMES))
     exchanges = np.array([counts.get(outcome, 0) for outcome in order], dtype=int)
     total = int(exchanges.sum())

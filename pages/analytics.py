@@ -78,33 +78,32 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` with Japanese values and column names, as shown and downloaded, safe for a spreadsheet (as
     ``safe_frame``), made in one DataFrame from its columns' values (again after every write that changes it)."""
     data: dict[int, Any] = {}
-    for i, column in enumerate(table.columns):
-        values = table.iloc[:, i]
+    for i, (column, values) in enumerate(table.items()):  # each column once (``iloc`` per column: 4× the cost)
         if column in VALUES or column == "task" or values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
             label = VALUES.get(column, {})
             values = pd.Series([safe_cell(task_label(v) if column == "task" else label.get(v, v)) for v in values.tolist()],
                                dtype=object, index=table.index)
         data[i] = values
     shown = pd.DataFrame(data, index=table.index)
-    shown.columns = [safe_cell({**COLUMNS, **METHODS}.get(c, c)) for c in table.columns]
+    headers = {**COLUMNS, **METHODS}
+    shown.columns = [safe_cell(headers.get(c, c)) for c in table.columns]
     shown.index = table.index.map(safe_cell)
     return shown
 
 
-@st.cache_resource(ttl=cache.TTL_SECONDS, max_entries=64, show_spinner=False)
-def labelled_one(name: str, content: str, _table: pd.DataFrame) -> pd.DataFrame:
-    """One table labelled and safe for a spreadsheet, once per content (``content`` names it); the not-found
-    questions' times in JST. Kept as it is, not pickled (nothing changes a shown table)."""
+def labelled_one(name: str, table: pd.DataFrame) -> pd.DataFrame:
+    """One table labelled and safe for a spreadsheet; the not-found questions' times in JST."""
     if name == "faq_top_not_found":
-        _table = _table.assign(last_asked=_table["last_asked"].map(jst))
-    return labelled(_table)
+        table = table.assign(last_asked=table["last_asked"].map(jst))
+    return labelled(table)
 
 
 def labelled_all(figures: dict, digests: dict) -> dict[str, pd.DataFrame]:
-    """Every table shown labelled, each again only when its content changed (``labelled_one``: one lookup per
-    table, nothing pickled). A table that is only charted (``CHARTED``) is not labelled."""
-    tables = {name: labelled_one(name=name, content=digests[name], _table=table) for name, table in figures.items()
-              if name not in CHARTED}
+    """Every table shown labelled, each again only when its content changed (kept per content: ``ui.cache``'s
+    ``analytics_kept``, nothing pickled). A table that is only charted (``CHARTED``) is not labelled."""
+    kept = cache.analytics_kept()
+    tables = {name: kept.get("labelled", (name, digests[name]), lambda name=name, table=table: labelled_one(name, table))
+              for name, table in figures.items() if name not in CHARTED}
     tables["faq_not_found"] = tables["faq_top_not_found"]
     return tables
 
@@ -123,7 +122,7 @@ def show(name: str, *, index: bool = False) -> pd.DataFrame:
 
 
 def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
-    cache.replay(kind=kind, key=(name, digests[name], repr(sorted(kwargs.items()))), _data=data, **kwargs)
+    cache.analytics_chart(kind=kind, name=name, content=digests[name], data=data, **kwargs)
 
 
 def figure(table: pd.DataFrame, name: str):
@@ -139,9 +138,10 @@ period = date_col.date_input("期間（日本時間）", value=(today - timedelt
 picked = list(period) if isinstance(period, (list, tuple)) else [period]
 start, end = (picked[0], picked[-1]) if picked else (today, today)
 since, until = datetime.combine(start, time(), JST), datetime.combine(end + timedelta(days=1), time(), JST)
-providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until), placeholder="すべて",
+versions = cache.analytics_versions()  # what was written since the last look, counted once per run
+providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until, versions), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers", select_all=False)
-_, figures, digests = cache.analytics_figures(since, until, providers)  # from the rollups, kept until they change
+_, figures, digests = cache.analytics_figures(since, until, providers, versions)  # from the rollups, kept until they change
 tables = labelled_all(figures, digests)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])

@@ -7,17 +7,22 @@ cache holds a bounded number of entries (``max_entries``) for a bounded time (``
 memory stays flat however many sessions come and go (a session keeps only its widget values), and a stamp
 that cannot be read (another database engine) is covered by the TTL alone.
 
-分析's intermediate values that nothing changes once made (the pieces read, the computed and labelled tables)
-are kept as they are (``st.cache_resource``, same bounds) instead of pickled in and out of the cache: after
-every write they are looked up, and copying them was a good part of the page's first run (issue #25).
+分析's intermediate values that nothing changes once made (the pieces read, the computed and labelled tables,
+the filter's providers) are kept as they are in one bounded store (:class:`Kept`, itself one
+``st.cache_resource``) instead of pickled in and out of Streamlit's caches or looked up one Streamlit call each:
+after every write they are looked up, and copying and keying them was a good part of the page's first run
+(issue #25).
 """
 from __future__ import annotations
 
 import hashlib
 import pickle
+import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import cachetools
 import streamlit as st
 
 from core import analytics
@@ -44,124 +49,157 @@ def _url() -> str:
 
 
 # ---- 分析 ----------------------------------------------------------------------------------------------
-@st.cache_resource(ttl=TTL_SECONDS, max_entries=128, show_spinner=False)
-def _figure(name: str, inputs: str, _frames: analytics.Frames) -> tuple[Any, str]:
-    """The table ``name`` computed from ``_frames`` (``inputs`` names its inputs) and a digest of the table
+KEPT = {  # 分析's intermediate values: kind → (entries, seconds)
+    "rows": (16, TTL_SECONDS),                 # the days still being written, as read (per version of their rollups)
+    "settled": (16, SETTLED_TTL_SECONDS),      # the settled days and yesterday's conversations, as read
+    "figure": (128, TTL_SECONDS),              # a computed table and its content's digest, per its inputs
+    "part": (32, TTL_SECONDS),                 # a part's tables and digests, per its versions
+    "providers": (16, TTL_SECONDS),            # the filter's providers, per versions
+    "labelled": (64, TTL_SECONDS),             # a table labelled as shown (pages/analytics.py), per content
+    "charted": (64, TTL_SECONDS),              # a digest of what a chart draws (pages/analytics.py), per content
+}
+_MISSING = object()
+
+
+class Kept:
+    """分析's intermediate values for the whole server, bounded per kind (``KEPT``: entries and time,
+    ``cachetools.TTLCache``) and kept as they are (nothing pickled: the callers never change them). One
+    Streamlit cache holds it (:func:`analytics_kept`, cleared with ``st.cache_resource``), so a run of the page
+    costs one Streamlit lookup for them all, not one per piece, table and label (each of those hashes its
+    arguments: after a write they were ≈ 35 lookups, issue #25)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._caches = {kind: cachetools.TTLCache(maxsize=entries, ttl=seconds)
+                        for kind, (entries, seconds) in KEPT.items()}
+
+    def get(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
+        """The value kept for ``key``, or ``make()``'s, kept (two sessions may both make it: same value)."""
+        cache = self._caches[kind]
+        with self._lock:
+            value = cache.get(key, _MISSING)
+        if value is _MISSING:
+            value = make()
+            with self._lock:
+                cache[key] = value
+        return value
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(cache) for cache in self._caches.values())
+
+
+@st.cache_resource(ttl=SETTLED_TTL_SECONDS, max_entries=1, show_spinner=False)
+def analytics_kept() -> Kept:
+    """The one :class:`Kept` of the server."""
+    return Kept()
+
+
+def _piece(kept: Kept, url: str, version: int, part: str, since: datetime, until: datetime,
+           providers: tuple[str, ...], *, settled: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """What one part reads for ``[since, until)`` for this version of its rollups, summed by the database
+    (``analytics.read_part``; unfiltered, it names the providers it holds), and a digest per source of
+    figures (``analytics.piece_sources``), made once when the piece is read. The settled days and yesterday's
+    conversations (``settled``) are kept apart and longer: a write today does not push them out."""
+    def read() -> tuple[dict[str, Any], dict[str, str]]:
+        raw = analytics.read_part(get_store(url), part, since, until, providers)
+        return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
+
+    return kept.get("settled" if settled else "rows", (url, version, part, since, until, providers), read)
+
+
+def _pieces(kept: Kept, url: str, versions: dict[str, int], part: str, since: datetime, until: datetime,
+            providers: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """The pieces of one part's period (``analytics.settled_split``), each for its own version."""
+    return [_piece(kept, url, versions.get(name, 0), part, lo, hi, providers, settled=name != part)
+            for lo, hi, name in analytics.settled_split(since, until, part)]
+
+
+def _figure(kept: Kept, name: str, inputs: str, frames: analytics.PartFrames) -> tuple[Any, str]:
+    """The table ``name`` computed from ``frames`` (``inputs`` names its inputs) and a digest of the table
     itself: a table whose inputs changed but whose content did not (a share that rounds the same) is not
-    labelled or drawn again. Kept as it is, not pickled (``st.cache_resource``: the callers never change a
-    table), so looking up the tables a write did not change costs no copy."""
-    table = analytics.figure(_frames, name)
-    return table, digest(table)
+    labelled or drawn again."""
+    def compute() -> tuple[Any, str]:
+        table = analytics.figure(frames, name)
+        return table, digest(table)
+
+    return kept.get("figure", (name, inputs), compute)
 
 
-@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _providers(url: str, versions: tuple, since: datetime, until: datetime) -> list[str]:
-    """The filter's providers for these rollup versions: each part's settled days are read again only when
-    their own version moves (as :func:`_part`), the days still being written (both parts' in one statement)
-    whenever these versions do."""
-    version, seen, fresh = dict(versions), [], {}
-    for part in analytics.FIGURES:
-        for lo, hi, name in analytics.settled_split(since, until, part):
-            if name != part:  # the settled days, yesterday's conversations
-                seen += _settled_providers(url=url, version=version.get(name, 0), part=part, since=lo, until=hi)
-            else:
-                fresh[part] = (lo, hi)
-    return analytics.provider_order(seen + analytics.providers_seen(get_store(url), fresh))
-
-
-@st.cache_data(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
-def _settled_providers(url: str, version: int, part: str, since: datetime, until: datetime) -> list[str]:
-    return analytics.providers_seen(get_store(url), {part: (since, until)})
-
-
-def _piece(part: str, raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """A piece of one part as read, with a digest per source of figures (``analytics.piece_sources``), made
-    once when the piece is read (and cached with it)."""
-    return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
-
-
-@st.cache_resource(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
-def _rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-          ) -> tuple[dict[str, Any], dict[str, str]]:
-    """What one part reads for ``[since, until)`` (the days still being written), summed by the database, for
-    this version of its rollups, and its sources' digests (:func:`_piece`); kept as it is, not pickled
-    (``analytics.shape`` only reads it)."""
-    return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
-
-
-@st.cache_resource(ttl=SETTLED_TTL_SECONDS, max_entries=16, show_spinner=False)
-def _settled_rows(url: str, version: int, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-                  ) -> tuple[dict[str, Any], dict[str, str]]:
-    """:func:`_rows` of the settled days or of yesterday's conversations, for their own version
-    (``analytics.settled_split``; kept apart: a write today does not push them out; kept as they are, not
-    pickled: ``analytics.shape`` only reads them)."""
-    return _piece(part, analytics.read_part(get_store(url), part, since, until, providers))
-
-
-@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
-def _part(url: str, versions: tuple, part: str, since: datetime, until: datetime, providers: tuple[str, ...]
-          ) -> tuple[dict[str, Any], dict[str, str]]:
+def _part(kept: Kept, url: str, versions: tuple, part: str, since: datetime, until: datetime,
+          providers: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables of one part of 分析 (``analytics.FIGURES``) and their contents' digests, for these rollup
     versions. The settled days and yesterday's conversations (``analytics.settled_split``) are read again
     only when their own version moves, today whenever the part's does; each table is computed again only when its
     own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
     made when it was read) and, for a flow's conversations, the frame's column types."""
-    version = dict(versions)  # cached functions called by keyword: Streamlit reads no signature to key them
-    pieces = [(_rows if name == part else _settled_rows)(url=url, version=version.get(name, 0), part=part, since=lo,
-                                                         until=hi, providers=providers)
-              for lo, hi, name in analytics.settled_split(since, until, part)]
-    frames = analytics.PartFrames(part, [raw for raw, _ in pieces])  # each frame made when first read
-    sources = {source: digest_of([piece[source] for _, piece in pieces] +  # one frame holds every flow:
-                                 ([piece["types"] for _, piece in pieces] if source in ("knowledge", "diagnosis")
-                                  else []))  # their column types are shared
-               for source in pieces[0][1]} if pieces else {}
-    tables: dict[str, Any] = {}
-    digests: dict[str, str] = {}
-    for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
-        tables[name], digests[name] = _figure(name=name, inputs=sources.get(analytics.FIGURE_SOURCES[name], ""),
-                                              _frames=frames)
-    return tables, digests
+    def compute() -> tuple[dict[str, Any], dict[str, str]]:
+        pieces = _pieces(kept, url, dict(versions), part, since, until, providers)
+        frames = analytics.PartFrames(part, [raw for raw, _ in pieces])  # each frame made when first read
+        sources = {source: digest_of([piece[source] for _, piece in pieces] +  # one frame holds every flow:
+                                     ([piece["types"] for _, piece in pieces] if source in ("knowledge", "diagnosis")
+                                      else []))  # their column types are shared
+                   for source in pieces[0][1]} if pieces else {}
+        tables: dict[str, Any] = {}
+        digests: dict[str, str] = {}
+        for name in analytics.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
+            tables[name], digests[name] = _figure(kept, name, sources.get(analytics.FIGURE_SOURCES[name], ""), frames)
+        return tables, digests
+
+    return kept.get("part", (url, versions, part, since, until, providers), compute)
 
 
-def _analytics(url: str, versions: tuple, since: datetime, until: datetime, providers: tuple[str, ...]
-               ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Every table of the period and its content's digest, for these rollup versions: a rerun with nothing new
-    is one cache hit per part. After a write, only the part whose rollups changed is read again (its days
-    still being written, unless a settled day changed too), and only the tables whose own inputs changed are
-    computed again."""
+def analytics_versions() -> tuple:
+    """What was written since the last look, counted (the store's rollups, ``analytics.refresh``), and the
+    rollups' versions: one refresh per run of the page, shared by :func:`provider_options` and
+    :func:`analytics_figures`."""
+    return tuple(sorted(analytics.refresh(store()).items()))
+
+
+def analytics_figures(since: datetime, until: datetime, providers: list[str], versions: tuple | None = None
+                      ) -> tuple[tuple, dict[str, Any], dict[str, str]]:
+    """``(key, tables, digests)``: every table of 分析 for the period (``core.analytics`` function name →
+    table), a key that names exactly these tables, and per table a digest of its content (for
+    :func:`replay` and the labelled tables: a table that did not change is not labelled or drawn again).
+    ``versions``: :func:`analytics_versions` (counted now when not given). Each part of the page
+    (``analytics.FIGURES``) is read again only when its own rollups changed (only its days still being
+    written, unless a settled day changed too), and each table is computed again only when its own inputs
+    changed (``analytics.piece_sources``: an FAQ turn leaves the interview and diagnosis tables as they were);
+    a rerun with nothing new is one lookup per part."""
+    url, versions = _url(), versions if versions is not None else analytics_versions()
+    chosen = tuple(sorted(providers))
+    kept = analytics_kept()
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for part in analytics.FIGURES:
         names = (part, rollups.SETTLED[part], rollups.RECENT.get(part))
         part_versions = tuple((name, value) for name, value in versions if name in names)
-        part_tables, part_digests = _part(url, part_versions, part, since, until, providers)
+        part_tables, part_digests = _part(kept, url, part_versions, part, since, until, chosen)
         tables.update(part_tables)
         digests.update(part_digests)
-    return tables, digests
-
-
-def analytics_figures(since: datetime, until: datetime, providers: list[str]
-                      ) -> tuple[tuple, dict[str, Any], dict[str, str]]:
-    """``(key, tables, digests)``: every table of 分析 for the period (``core.analytics`` function name →
-    table), a key that names exactly these tables, and per table a digest of its content (for
-    :func:`replay` and the labelled tables: a table that did not change is not labelled or drawn again).
-    What was written since the last look is counted first (the store's rollups, ``analytics.refresh``);
-    each part of the page (``analytics.FIGURES``) is read again only when
-    its own rollups changed, and each table is computed again only when its own inputs changed
-    (``analytics.piece_sources``: an FAQ turn leaves the interview and diagnosis tables as they were)."""
-    url, versions = _url(), tuple(sorted(analytics.refresh(store()).items()))
-    chosen = tuple(sorted(providers))
-    tables, digests = _analytics(url, versions, since, until, chosen)
     return (url, versions, since, until, chosen), tables, digests
 
 
-def provider_options(since: datetime, until: datetime) -> list[str]:
-    return _providers(_url(), tuple(sorted(analytics.refresh(store()).items())), since, until)
+def provider_options(since: datetime, until: datetime, versions: tuple | None = None) -> list[str]:
+    """The filter's providers: those the period's pieces name (``analytics.read_part`` unfiltered), so after a
+    write they come with today's pieces, read once for the figures too (no query of their own), and the
+    settled days' with the settled pieces."""
+    url, versions = _url(), versions if versions is not None else analytics_versions()
+    kept = analytics_kept()
+
+    def seen() -> list[str]:
+        version = dict(versions)
+        return analytics.provider_order(
+            provider for part in analytics.FIGURES
+            for raw, _ in _pieces(kept, url, version, part, since, until, ()) for provider in raw["providers"])
+
+    return kept.get("providers", (url, versions, since, until), seen)
 
 
 def digest_of(values: list[Any]) -> str:
-    """One digest of several tables (and plain values)."""
-    return hashlib.sha256(b"|".join(digest(v).encode() for v in values)).hexdigest()[:24]
+    """One digest of several tables (and plain values): of their pickle, in one go (a piece's rows are many
+    small values: one pickle of them all costs a fraction of one per value)."""
+    return digest(values)
 
 
 def digest(data: Any) -> str:
@@ -169,6 +207,17 @@ def digest(data: Any) -> str:
     built the same way from the same values gets the same digest (a table built otherwise may not: it is then
     only computed or drawn once more). Several times cheaper than hashing the values column by column."""
     return hashlib.sha256(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()[:24]
+
+
+def analytics_chart(kind: str, name: str, content: str, data: Any, **kwargs: Any) -> None:
+    """A chart of 分析 (:func:`replay`) named by what it draws: a bar chart along a column ``x`` by a digest of
+    the values it draws (``charts.plotted``; kept per table ``content``: a count that moves beside an
+    unchanged rate does not draw it again, and ``ui.charts`` sends it those columns only), any other by its
+    table's ``content``."""
+    options = repr(sorted(kwargs.items()))
+    drawn = content if kwargs.get("x") is None else analytics_kept().get("charted", (name, content, options), lambda: digest(
+        [[str(c) for c in data.columns], [data[c].tolist() for c in charts.plotted(data, kwargs["x"], kwargs.get("y"))]]))
+    replay(kind=kind, key=(name, drawn, options), _data=data, **kwargs)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=256, show_spinner=False)

@@ -82,9 +82,18 @@ def line(data: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
          "transform": [{"filter": {"param": "hover", "empty": False}}]}]}
 
 
+def plotted(data: pd.DataFrame, x: str, y: str | Sequence[str] | None = None) -> list[str]:
+    """The columns a bar chart along the column ``x`` draws: ``x`` and its ``y`` (as :func:`bar` reads them)."""
+    ys = [y] if isinstance(y, str) else list(y) if y is not None else [c for c in data.columns if c != x]
+    return [x, *ys]
+
+
 def spec(kind: str, data: pd.DataFrame, **kwargs: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """``(data to send, Vega-Lite spec)`` of a ``bar`` or ``line`` chart of ``data``."""
+    """``(data to send, Vega-Lite spec)`` of a ``bar`` or ``line`` chart of ``data``; a bar chart along a
+    column is sent the columns it draws only (the same chart: the table's other columns, e.g. the counts
+    beside a rate, are not sent with it)."""
     if kind == "line":
         return line(data)
     chart = bar(data, **kwargs)
-    return (data if kwargs.get("x") is not None else data.reset_index()), chart
+    x = kwargs.get("x")
+    return (data[plotted(data, x, kwargs.get("y"))] if x is not None else data.reset_index()), chart

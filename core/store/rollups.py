@@ -453,7 +453,8 @@ def _core(name: str, table: str | None = None) -> Any:
     if name == "record_conversations":
         return select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(ids))
     if name == "delete_conversations":
-        return delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids))
+        return (delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids))
+                .returning(t.rollup_conversations.c.created_at))
     if name == "delete_faq":
         return delete(t.rollup_faq).where(t.rollup_faq.c.conversation_id.in_(ids))
     if name == "insert":
@@ -507,8 +508,7 @@ class RollupsStore:
                     taken = conn.execute(_core("take_days"), {"ids": marked}).all()
                 bumped: list[str] = []
                 if ids:
-                    created = self._created(conn, ids)
-                    self._recount_conversations(conn, ids)
+                    created = self._recount_conversations(conn, ids)
                     settled_at, today_at = (day_bounds(settled_before("conversations", today))[0],
                                             day_bounds(today)[0])
                     bumped += ["conversations", *([SETTLED["conversations"]] if any(c < settled_at for c in created)
@@ -528,14 +528,6 @@ class RollupsStore:
                 self._bump_rollups(conn, *bumped)
         return {"conversations": len(conversations), "days": days}
 
-    @staticmethod
-    def _created(conn: Any, ids: list[str]) -> set[str]:
-        """When the conversations ``ids`` were created (their rollup rows', and the conversations' own when not
-        counted yet or no longer there): which of 分析's pieces their recount changes."""
-        return {row[0] for row in conn.execute(statement(
-            "SELECT created_at FROM rollup_conversations WHERE id IN :ids UNION "
-            "SELECT created_at FROM conversations WHERE id IN :ids", "ids"), {"ids": ids}) if row[0] is not None}
-
     def _bump_rollups(self, conn: Any, *names: str) -> None:
         """Move the versions ``names`` (one statement; a settled version's row is made on its first bump)."""
         if not names:
@@ -552,21 +544,25 @@ class RollupsStore:
                 else:
                     conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
 
-    def _recount_conversations(self, conn: Any, ids: list[str]) -> None:
+    def _recount_conversations(self, conn: Any, ids: list[str]) -> set[str]:
         """The rollup rows of the conversations ``ids`` made again, computed and written by the database
-        (``INSERT … SELECT``: nothing comes back to Python)."""
+        (``INSERT … SELECT``: only their creation times come back), and when those conversations were
+        created: their rollup rows' times (as deleted) and the conversations' own (as counted again) — which
+        of 分析's pieces the recount changes."""
         params = {"ids": ids, "unknown": UNKNOWN}
         cohort = cohort_sql(self.dialect, "c.id IN :ids")
-        conn.execute(_core("delete_conversations"), {"ids": ids})
+        created = {row[0] for row in conn.execute(_core("delete_conversations"), {"ids": ids})}
         conn.execute(_core("delete_faq"), {"ids": ids})
-        conn.execute(statement(f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) "
-                               + cohort + CONVERSATIONS_SQL, "ids"), params)
+        created |= {row[0] for row in conn.execute(statement(
+            f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) " + cohort + CONVERSATIONS_SQL
+            + " RETURNING created_at", "ids"), params)}
         conn.execute(statement(f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) " + cohort + FAQ_SQL, "ids"), params)
+        return {at for at in created if at is not None}
 
     def _recount_day(self, conn: Any, day: str) -> None:
         """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
         added by the refresh that takes its mark: :meth:`_add_records`)."""
-        counts = _day_counts(conn, day, PENDING)
+        (counts,) = _day_counts(conn, day, [PENDING])
         _write_counts(conn, day, counts)
 
     def _add_records(self, conn: Any, day: str, records: set[int]) -> None:
@@ -575,15 +571,15 @@ class RollupsStore:
         conversation's calls), the difference added to the stored rows. Cost: those conversations' calls,
         not the day's. The stored rows are the day's calls but the still-marked inserts (:meth:`_recount_day`
         counts so too); PostgreSQL: one refresh of the calls at a time (an advisory lock), both counts read
-        in one statement each, a still-marked insert left out of both."""
+        in one statement (a subquery each), a still-marked insert left out of both."""
         conversations = sorted({conversation or "" for conversation, in conn.execute(
             _core("record_conversations"), {"ids": sorted(records)})})
         if not conversations:
             return  # deleted since (their delete marked the day: it is recounted)
         where = PENDING + (" AND COALESCE(conversation_id, '') IN :conversations" if "" in conversations else
                            " AND conversation_id IN :conversations")  # by its index, not the day's records
-        before = _day_counts(conn, day, where + " AND id NOT IN :records", conversations, sorted(records))
-        after = _day_counts(conn, day, where, conversations)
+        before, after = _day_counts(conn, day, [where + " AND id NOT IN :records", where], conversations,
+                                    sorted(records))
         moved = {name: {key: (after[name].get(key), before[name].get(key))
                         for key in set(after[name]) | set(before[name]) if after[name].get(key) != before[name].get(key)}
                  for name in _TABLES}
@@ -595,19 +591,23 @@ class RollupsStore:
 
 def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> dict[str, dict[tuple, tuple]]:
     """The stored rows of ``day`` that the keys of ``moved`` (per call rollup) may hit, read in one statement
-    (each table's rows narrowed by its first key column, a task or a provider): per table, key → (row id,
-    counts)."""
-    selects, params = [], {"day": day}
+    (each table's rows narrowed by its first key column, a task or a provider; the latency buckets also by
+    bucket, not the task's every bucket): per table, key → (row id, counts)."""
+    selects, params, expanding = [], {"day": day}, list(moved)
     for name, hits in moved.items():
         keys, counted = _KEYS[name], _COUNTED[name]
         padding = ["CAST(NULL AS TEXT)"] * (3 - min(len(keys), 3)) + ["CAST(NULL AS INTEGER)"] * (len(keys) < 4)
         columns = [*keys, *padding, *counted, *["CAST(NULL AS INTEGER)"] * (6 - len(counted))]
+        narrow = " AND bucket IN :buckets" if name == "latency" else ""
         selects.append(f"SELECT '{name}' AS rollup, id, {', '.join(columns)} FROM {_TABLES[name].name} "
-                       f"WHERE day = :day AND {keys[0]} IN :{name}")
+                       f"WHERE day = :day AND {keys[0]} IN :{name}{narrow}")
         params[name] = sorted({key[0] for key in hits})
+        if narrow:
+            params["buckets"] = sorted({int(key[3]) for key in hits})
+            expanding.append("buckets")
     stored: dict[str, dict[tuple, tuple]] = {name: {} for name in moved}
     if selects:
-        for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *moved), params):
+        for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *expanding), params):
             width, counted = len(_KEYS[rollup]), len(_COUNTED[rollup])
             key = tuple(int(v) if rollup == "latency" and i == 3 else v for i, v in enumerate(values[:width]))
             stored[rollup][key] = (row_id, tuple(int(v) for v in values[4:4 + counted]))
@@ -673,11 +673,12 @@ def _plan(taken: Iterable[tuple[str, int | None]]) -> tuple[set[str], dict[str, 
     return recount, {day: records for day, records in added.items() if day not in recount}
 
 
-def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None = None,
-                records: list[int] | None = None) -> dict[str, dict[tuple, tuple]]:
-    """The model calls of ``day`` that ``where`` selects, counted as the day rollups hold them: per table
-    (``_KEYS``) a key → counts (``_COUNTED``). A series' failed calls are kept even when it started no task
-    that day (a row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
+def _day_counts(conn: Any, day: str, wheres: list[str], conversations: list[str] | None = None,
+                records: list[int] | None = None) -> list[dict[str, dict[tuple, tuple]]]:
+    """The model calls of ``day`` that each of ``wheres`` selects, counted as the day rollups hold them, in
+    one statement (a subquery per ``where``, told apart by ``side``): per ``where``, per table (``_KEYS``) a
+    key → counts (``_COUNTED``). A series' failed calls are kept even when it started no task that day (a
+    row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
     lo, hi = day_bounds(day)
     params: dict[str, Any] = {"since": lo, "until": hi, "unknown": UNKNOWN}
     expanding = []
@@ -687,15 +688,20 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
     if records is not None:
         params["records"] = records
         expanding.append("records")
-    counts: dict[str, dict[tuple, tuple]] = {name: {} for name in _KEYS}
-    errors: dict[tuple, int] = {}
-    for kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms in conn.execute(
-            statement(calls_sql(where) + aggregates_sql(False), *expanding), params):
+    sql = (calls_sql(wheres[0]) + aggregates_sql(False) if len(wheres) == 1 else " UNION ALL ".join(
+        f"SELECT {side} AS side, q{side}.* FROM ({calls_sql(where) + aggregates_sql(False)}) q{side}"
+        for side, where in enumerate(wheres)))
+    sides: list[dict[str, dict[tuple, tuple]]] = [{name: {} for name in _KEYS} for _ in wheres]
+    errors: list[dict[tuple, int]] = [{} for _ in wheres]
+    for row in conn.execute(statement(sql, *expanding), params):
+        side = 0 if len(wheres) == 1 else int(row[0])
+        kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms = row[-12:]
+        counts = sides[side]
         if kind == "task":
             counts["tasks"][(task, provider, version)] = (
                 int(tasks), int(calls), int(first), int(valid), int(repairs or 0), 0)
         elif kind == "series_errors":
-            errors[(task, provider, version)] = int(calls)
+            errors[side][(task, provider, version)] = int(calls)
         elif kind == "method":
             counts["methods"][(task, provider, method)] = (int(tasks),)
         elif kind == "error":
@@ -703,9 +709,10 @@ def _day_counts(conn: Any, day: str, where: str, conversations: list[str] | None
         elif kind == "latency":
             key = (task, provider, version, latency_bucket(ms))
             counts["latency"][key] = (counts["latency"].get(key, (0,))[0] + 1,)
-    for series, n in errors.items():
-        counts["tasks"][series] = counts["tasks"].get(series, (0, 0, 0, 0, 0, 0))[:5] + (n,)
-    return counts
+    for counts, side_errors in zip(sides, errors):
+        for series, n in side_errors.items():
+            counts["tasks"][series] = counts["tasks"].get(series, (0, 0, 0, 0, 0, 0))[:5] + (n,)
+    return sides
 
 
 def _write_counts(conn: Any, day: str, counts: dict[str, dict[tuple, tuple]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -433,3 +434,76 @@ def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods
         for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
             pd.testing.assert_frame_equal(a.figure(added, name), a.figure(whole, name), obj=name)
             assert not a.figure(whole, name).empty or name == "method_mix" and providers
+
+
+def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(store, seeded):
+    """分析's provider filter lists the providers its pieces name (read with the figures, no query of their own):
+    per piece and part, the same as ``providers_seen`` finds for those days; a filtered piece names none."""
+    jst = timezone(timedelta(hours=9))
+    since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
+    a.refresh(store)
+    offered = []
+    for part in a.FIGURES:
+        for lo, hi, _ in a.settled_split(since, until, part, today=date(2025, 6, 12)):
+            named = a.read_part(store, part, lo, hi)["providers"]
+            assert a.provider_order(named) == a.provider_order(a.providers_seen(store, {part: (lo, hi)})), (part, lo)
+            offered += named
+            assert a.read_part(store, part, lo, hi, ["openai"])["providers"] is None
+    assert a.provider_order(offered) == a.provider_options(store, since, until) == ["offline", "openai", a.UNKNOWN]
+
+
+def test_latency_quantiles_of_added_pieces_found_at_once_equal_each_series_histogram_walked():
+    """分析 finds p50 / p95 of every series at once from the pieces' bucket rows (``_quantile_values``): the
+    same values as walking each series' added-up histogram (``_histogram_quantile_values``), with buckets
+    in several pieces, series without calls, calls of series not shown and a histogram of 0 calls."""
+    import random
+
+    rng = random.Random(25)
+    keys = [(f"faq/step{i}", rng.choice(["offline", "openai"]), "v1") for i in range(40)]
+    for _ in range(20):
+        raws = []
+        for _ in range(rng.randint(1, 3)):
+            hist = {key: {rng.randint(200, 400): rng.choice([1, 1, 2, 7, 300]) for _ in range(rng.randint(1, 30))}
+                    for key in rng.sample(keys + [("other", "x", "v9")], rng.randint(0, 30))}
+            if rng.random() < 0.2 and hist:
+                hist[next(iter(hist))] = {250: 0}
+            raws.append({"latency": hist, "latency_arrays": a._histogram_arrays(hist)})
+        added = a._added_histograms(raw["latency"] for raw in raws)
+        walked = [a._histogram_quantile_values(added[key]) if key in added else (float("nan"),) * 5 for key in keys]
+        found = a._quantile_values(raws, keys)
+        assert [repr(v) for v in found] == [repr(v) for v in walked]
+        values = np.array(found, dtype=float)  # interpolated for every series at once, as one by one
+        for q, lo in ((0.5, 1), (0.95, 3)):
+            at_once = a._quantiles(values[:, 0], values[:, lo], values[:, lo + 1], q)
+            assert [repr(float(v)) for v in at_once] == [repr(a._quantile(row[0], row[lo], row[lo + 1], q)) for row in found]
+
+
+@pytest.mark.parametrize("providers", [[], ["openai"]])
+def test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames(store, seeded, providers):
+    """分析 makes its four model-call tables (and the FAQ rates) straight from the pieces it read
+    (``CallPieces``: sums, latency quantiles, methods, outcomes and the chart's cells added up in Python): the
+    same tables, table for table, as from the frames of those pieces and of the whole period read at once."""
+    jst = timezone(timedelta(hours=9))
+    since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
+    a.refresh(store)
+    whole = [a.read_part(store, "calls", since, until, providers)]
+    for today in (date(2025, 6, 11), date(2025, 6, 12), date(2025, 6, 20)):
+        pieces = [a.read_part(store, "calls", lo, hi, providers)
+                  for lo, hi, _ in a.settled_split(since, until, "calls", today=today)]
+        for name in a.CALL_TABLES:
+            made = a.figure(a.PartFrames("calls", pieces), name)
+            pd.testing.assert_frame_equal(made, a.figure(a.shape("calls", pieces), name), obj=name)
+            pd.testing.assert_frame_equal(made, a.figure(a.shape("calls", whole), name), obj=name)
+            assert not made.empty or name == "method_mix" and providers
+    empty = [a.read_part(store, "calls", datetime(2024, 1, 1, tzinfo=jst), datetime(2024, 1, 2, tzinfo=jst))]
+    for name in a.CALL_TABLES:
+        pd.testing.assert_frame_equal(a.figure(a.PartFrames("calls", empty), name),
+                                      a.figure(a.shape("calls", empty), name), obj=name)
+    # the FAQ rates likewise, from the conversations' pieces
+    whole = [a.read_part(store, "conversations", since, until, providers)]
+    for today in (date(2025, 6, 11), date(2025, 6, 12)):
+        pieces = [a.read_part(store, "conversations", lo, hi, providers)
+                  for lo, hi, _ in a.settled_split(since, until, "conversations", today=today)]
+        made = a.figure(a.PartFrames("conversations", pieces), "faq_rates")
+        pd.testing.assert_frame_equal(made, a.figure(a.shape("conversations", whole), "faq_rates"))
+        assert made["exchanges"].sum() > 0 or providers

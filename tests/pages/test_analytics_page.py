@@ -154,7 +154,7 @@ def test_a_chat_turn_recomputes_only_the_figures_it_feeds(seeded, monkeypatch):
     at.run()
     assert not at.exception
     assert sorted(computed) == ["faq_rates", "faq_top_not_found"]
-    assert sorted(made) == ["faq", "not_found"]  # not the conversations' kinds nor the entries
+    assert sorted(made) == ["not_found"]  # faq_rates: straight from the pieces; not the kinds nor the entries
     assert table(at, "やり取り数").set_index("結果")["やり取り数"]["該当記事なし"] == 3  # 2 seeded + the new one
 
 
@@ -246,16 +246,55 @@ def test_after_a_write_a_table_is_drawn_again_only_when_its_content_changed(seed
     drawn: list[list[str]] = []
     real_dataframe = st.dataframe
     monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(list(data.columns)) or real_dataframe(data, **kw))
-    shaped: list[str] = []
-    real_shape = analytics.shape
+    shaped: list[str] = []  # the pieces added up: the model calls' once (straight into their tables), no frames
+    real_shape, real_pieces = analytics.shape, analytics.CallPieces
     monkeypatch.setattr(analytics, "shape", lambda part, raws: shaped.append(part) or real_shape(part, raws))
+    monkeypatch.setattr(analytics, "CallPieces", lambda raws: shaped.append("calls pieces") or real_pieces(raws))
     before = [d.value for d in at.dataframe]
     call(seeded, cid, "faq", "answered", "offline", 1, "call", "ok", "structured_output", 90, time=now)
     at.run()
     assert not at.exception
-    assert shaped == ["calls"]  # the model calls' frames made once, the conversations' not at all
+    assert shaped == ["calls pieces"]  # the model calls added up once, the conversations' frames not at all
     assert {"model_quality", "quality_over_time", "method_mix", "error_types"} <= set(computed)
     assert "line" not in charted  # quality_over_time: recomputed, the same table, not drawn again
     changed = [list(b.columns) for a, b in zip(before, (d.value for d in at.dataframe)) if not a.equals(b)]
     assert changed and sorted(drawn) == sorted(changed)  # exactly the tables whose content changed
     assert len(drawn) < len(before)
+
+
+def test_a_chart_is_drawn_again_only_when_what_it_draws_changed(seeded, monkeypatch):
+    """A bar chart along a column is sent the columns it draws (its x and y), and is drawn again only when
+    they change: another FAQ conversation with the same mix of outcomes doubles the counts (the table is
+    drawn again) but leaves every rate as it was (the chart of the rates is not). Counted, not timed (issue
+    #25)."""
+    import streamlit as st
+
+    from ui import charts
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    charted: list[tuple[str, list[str]]] = []
+    real_spec = charts.spec
+    def spec(kind, data, **kw):
+        sent, made = real_spec(kind, data, **kw)
+        charted.append((kind, list(sent.columns)))
+        return sent, made
+
+    monkeypatch.setattr(charts, "spec", spec)
+    at = page()
+    assert ("bar", ["結果", "率"]) in charted  # sent: not the counts beside the rates
+    rates = table(at, "やり取り数").set_index("結果")
+    drawn: list[list[str]] = []
+    real_dataframe = st.dataframe
+    monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(list(data.columns)) or real_dataframe(data, **kw))
+    charted.clear()
+    conversation(seeded, "faq", faq_chat(("answered", "オイル交換の目安は？", 1),
+                                         ("not_found", "保証は何年？ 連絡先 090-1234-5678", 0),
+                                         ("not_found", "保証は何年？ 連絡先 090-1234-5678", 0),
+                                         ("handoff", "担当者と話したい", 0)), provider="offline")
+    at.run()
+    assert not at.exception
+    now = table(at, "やり取り数").set_index("結果")
+    assert (now["やり取り数"] == 2 * rates["やり取り数"]).all() and now["率"].equals(rates["率"])
+    assert ["結果", "やり取り数", "率"] in drawn  # the table: its counts moved
+    assert charted == []  # the chart of the rates: the same rates, not drawn again
