@@ -29,7 +29,8 @@ every session).
 
 Every dependency (``get_store``, ``get_client``, ``get_retriever``, ``get_settings``, ``get_owner``,
 ``get_auth_settings``, ``get_turn_wait``)
-can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way).
+can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way); ``POST /api/chat``
+takes them through one dependency, :func:`get_chat_turn`, so that FastAPI solves each once per turn.
 
 **One thread hand-over per turn.** FastAPI runs every plain ``def`` dependency, and the response check of a
 plain ``def`` route, in its thread pool, one hand-over each: ``POST /api/chat`` took eleven per request
