@@ -29,8 +29,10 @@ every session).
 
 Every dependency (``get_store``, ``get_client``, ``get_retriever``, ``get_settings``, ``get_owner``,
 ``get_auth_settings``, ``get_turn_wait``)
-can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way); ``POST /api/chat``
-takes them through one dependency, :func:`get_chat_turn`, so that FastAPI solves each once per turn.
+can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way). ``POST /api/chat``
+takes them through one dependency, :func:`get_chat_turn`, so that FastAPI solves each once per turn; it
+resolves the turn's caller itself, from ``get_auth_settings`` and the headers as ``get_owner`` does (to give
+a turn another caller, replace ``get_chat_turn``).
 
 **One thread hand-over per turn.** FastAPI runs every plain ``def`` dependency, and the response check of a
 plain ``def`` route, in its thread pool, one hand-over each: ``POST /api/chat`` took eleven per request
@@ -199,7 +201,7 @@ async def get_chat_turn(request: Request, store: Annotated[Store, Depends(get_st
     """``get_conversations``, ``get_debug_log`` and ``get_owner`` of one turn in one dependency: each
     replaceable dependency once and nothing twice (FastAPI solves a dependency's whole graph again for every
     route parameter that names it, even when the value comes from its per-request cache: 16 solves per turn
-    were 7)."""
+    are 8, the route's, this one's and its six)."""
     owner = _caller(request, auth)
     return ChatTurn(DiagnosisConversations(store, client=client, owner=owner, retriever=retriever, wait=wait),
                     StoredDebugLog(store, owner) if settings.debug else None, owner, auth)
