@@ -29,7 +29,10 @@ every session).
 
 Every dependency (``get_store``, ``get_client``, ``get_retriever``, ``get_settings``, ``get_owner``,
 ``get_auth_settings``, ``get_turn_wait``)
-can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way).
+can be replaced with ``app.dependency_overrides`` (tests inject a fast retriever that way). ``POST /api/chat``
+takes them through one dependency, :func:`get_chat_turn`, so that FastAPI solves each once per turn; it
+resolves the turn's caller itself, from ``get_auth_settings`` and the headers as ``get_owner`` does (to give
+a turn another caller, replace ``get_chat_turn``).
 
 **One thread hand-over per turn.** FastAPI runs every plain ``def`` dependency, and the response check of a
 plain ``def`` route, in its thread pool, one hand-over each: ``POST /api/chat`` took eleven per request
@@ -42,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Annotated, Any, Callable, Generic, TypeVar
+from typing import Annotated, Any, Callable, Generic, NamedTuple, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -142,10 +145,14 @@ async def get_retriever() -> Any:
     return UNSET
 
 
-async def get_owner(request: Request, auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> Identity:
-    """The caller: the trusted proxy identity when ``KAIWA_TRUST_PROXY_HEADERS`` is on, else ``api``."""
+def _caller(request: Request, auth: AuthSettings) -> Identity:
     identity = resolve_identity(auth, headers=request.headers)
     return API_IDENTITY if identity.source == "anonymous" else identity
+
+
+async def get_owner(request: Request, auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> Identity:
+    """The caller: the trusted proxy identity when ``KAIWA_TRUST_PROXY_HEADERS`` is on, else ``api``."""
+    return _caller(request, auth)
 
 
 def _check_owner(store: Store, session_id: str | None, owner: Identity, auth: AuthSettings) -> None:
@@ -174,6 +181,30 @@ async def get_debug_log(store: Annotated[Store, Depends(get_store)],
                         owner: Annotated[Identity, Depends(get_owner)]) -> StoredDebugLog | None:
     """With ``KAIWA_DEBUG`` on, the API's model calls land in the console's shared debug log."""
     return StoredDebugLog(store, owner) if settings.debug else None
+
+
+class ChatTurn(NamedTuple):
+    """What ``POST /api/chat`` needs besides its body: the conversations, the debug log, the caller."""
+
+    conversations: DiagnosisConversations
+    log: StoredDebugLog | None
+    owner: Identity
+    auth: AuthSettings
+
+
+async def get_chat_turn(request: Request, store: Annotated[Store, Depends(get_store)],
+                        client: Annotated[Any, Depends(get_client)],
+                        retriever: Annotated[Any, Depends(get_retriever)],
+                        settings: Annotated[Settings, Depends(get_settings)],
+                        auth: Annotated[AuthSettings, Depends(get_auth_settings)],
+                        wait: Annotated[float, Depends(get_turn_wait)]) -> ChatTurn:
+    """``get_conversations``, ``get_debug_log`` and ``get_owner`` of one turn in one dependency: each
+    replaceable dependency once and nothing twice (FastAPI solves a dependency's whole graph again for every
+    route parameter that names it, even when the value comes from its per-request cache: 16 solves per turn
+    are 8, the route's, this one's and its six)."""
+    owner = _caller(request, auth)
+    return ChatTurn(DiagnosisConversations(store, client=client, owner=owner, retriever=retriever, wait=wait),
+                    StoredDebugLog(store, owner) if settings.debug else None, owner, auth)
 
 
 # ---- request / response models -----------------------------------------------------------------
@@ -374,21 +405,19 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
                      409: {"description": "同じセッションの前のターンがまだ処理中（何も保存していない）"},
                      413: {"description": "リクエストが大きすぎる"}, 422: {"description": "リクエストの形式の誤り"},
                      503: {"description": "一時的な障害（フォールバックメッセージ）"}})
-async def chat(body: ChatRequestBody, conversations: Annotated[DiagnosisConversations, Depends(get_conversations)],
-               log: Annotated[StoredDebugLog | None, Depends(get_debug_log)],
-               owner: Annotated[Identity, Depends(get_owner)],
-               auth: Annotated[AuthSettings, Depends(get_auth_settings)]) -> ChatResponse:
+async def chat(body: ChatRequestBody, turn: Annotated[ChatTurn, Depends(get_chat_turn)]) -> ChatResponse:
     """Seed 000 §1: ``session_id`` null (and nothing else) starts a session; an unknown or expired id
     starts a new one with ``notice``; ``action`` + ``action_value`` press a button; ``rewind_to_turn``
     goes back; ``action: restart`` starts a new session (a new id; the finished one stays as it was)."""
-    return await run_in_threadpool(_chat_turn, body, conversations, log, owner, auth)
+    return await run_in_threadpool(_chat_turn, body, *turn)
 
 
 def _chat_turn(body: ChatRequestBody, conversations: DiagnosisConversations, log: StoredDebugLog | None,
                owner: Identity, auth: AuthSettings) -> ChatResponse:
-    """The turn itself (blocking: the store, the model, e5), in the thread pool."""
+    """The turn itself (blocking: the store, the model, e5), in the thread pool. ``body`` is a
+    ``ChatRequest`` already validated (strictly) by FastAPI: it is not dumped and validated again."""
     _check_owner(conversations.store, body.session_id, owner, auth)
-    response = conversations.handle(ChatRequest.model_validate(body.model_dump()), log=log)
+    response = conversations.handle(body, log=log)
     queue_latest_answer(conversations.store, response.session_id,  # a failed or critical answer is reviewed
                         conversations.transcript, list(log or []))
     return response

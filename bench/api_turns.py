@@ -45,7 +45,7 @@ SYMPTOMS = ("エアコンの風が弱い気がする", "ブレーキを踏むと
             "ハンドルが重く感じる", "燃費が急に悪くなった", "走行中にガタガタと異音がする",
             "エンジン警告灯が点灯したまま消えない", "タイヤの空気圧警告灯がついた")
 FOLLOW_UPS = 3
-CONVERSATIONS = 4  # per round
+CONVERSATIONS = len(SYMPTOMS)  # per round: every symptom once, so that every round does the same work
 
 
 # ---- one conversation, as an API client sends it -----------------------------------------------

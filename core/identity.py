@@ -114,12 +114,17 @@ class AuthSettings:
 
 
 _TRUE = ("1", "true", "yes", "on")
+AUTH_ENV_KEYS = ("KAIWA_USER_HEADER", "KAIWA_EMAIL_HEADER", "KAIWA_TRUST_PROXY_HEADERS", "KAIWA_ADMINS",
+                 "KAIWA_REVIEWERS", "admin_password", "KAIWA_ADMIN_PASSWORD")  # what load_auth_settings reads
 
 
 def load_auth_settings(environ: Mapping[str, str] | None = None, secrets: Mapping[str, Any] | None = None) -> AuthSettings:
     """Settings from ``environ`` (default ``os.environ``); top-level ``secrets`` keys of the same
     names (and ``admin_password``) win where given; an ``auth`` section means OIDC is configured."""
-    source: dict[str, Any] = dict(os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    # only the settings' own keys: the API loads these on every request, and a copy of the whole
+    # environment decoded every variable of the process each time
+    source: dict[str, Any] = {key: env[key] for key in AUTH_ENV_KEYS if key in env}
     secrets = secrets or {}
     for key, value in secrets.items():
         if isinstance(value, (str, int, float, bool)):

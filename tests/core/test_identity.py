@@ -54,6 +54,36 @@ def test_load_settings_from_env_and_secrets():
     assert AuthSettings(admin_password="pw").admin_configured
 
 
+
+def test_auth_settings_read_their_own_keys_not_the_whole_environment():
+    """Issue #25: the API loads these settings on every request; a copy of the whole environment decoded
+    every variable of the process each time. Only the settings' keys are looked up (counted)."""
+    from collections.abc import Mapping
+
+    class Environ(Mapping):
+        def __init__(self, values):
+            self.values, self.read = values, []
+
+        def __getitem__(self, key):
+            self.read.append(key)
+            return self.values[key]
+
+        def __iter__(self):
+            self.read.append("*every key*")
+            return iter(self.values)
+
+        def __len__(self):
+            return len(self.values)
+
+        def __contains__(self, key):
+            return key in self.values
+
+    env = Environ({"KAIWA_TRUST_PROXY_HEADERS": "yes", "KAIWA_REVIEWERS": "r@example.com", "PATH": "/bin",
+                   **{f"OTHER_{i}": "x" for i in range(50)}})
+    s = load_auth_settings(env, {})
+    assert s.trust_proxy and s.reviewers == {"r@example.com"}
+    assert sorted(env.read) == ["KAIWA_REVIEWERS", "KAIWA_TRUST_PROXY_HEADERS"]
+
 def test_oidc_first_when_configured():
     s = AuthSettings(oidc_configured=True, trust_proxy=True, admins=frozenset({"boss@example.com"}))
     who = resolve_identity(s, oidc_user={"is_logged_in": True, "name": "Boss", "email": "Boss@Example.com"},
