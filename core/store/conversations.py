@@ -187,6 +187,16 @@ _HIGHEST_SEQ = (select(func.coalesce(func.max(t.turns.c.seq), 0))
                 .where(t.turns.c.conversation_id == bindparam("cid")).scalar_subquery())
 _STATE_AND_SEQ = select(t.conversations.c.state, _HIGHEST_SEQ).where(t.conversations.c.id == bindparam("cid"))
 _INSERT_TURNS = insert(t.turns)
+# A turn's reads and its lease, likewise (a statement built per call cost ≈ 50–75 µs more than its execution).
+_ACQUIRE = (update(t.conversations)
+            .where(t.conversations.c.id == bindparam("cid"),
+                   or_(t.conversations.c.turn_token.is_(None), t.conversations.c.turn_until < bindparam("now")))
+            .values(turn_token=bindparam("token"), turn_until=bindparam("until")))
+_EXISTS = select(t.conversations.c.id).where(t.conversations.c.id == bindparam("cid"))
+_CONVERSATION = select(t.conversations).where(t.conversations.c.id == bindparam("cid"))
+_LIVE_ENTRIES = (select(t.turns.c.entry_id, t.turns.c.entry)
+                 .where(t.turns.c.conversation_id == bindparam("cid"), t.turns.c.superseded.is_(False))
+                 .order_by(t.turns.c.seq))
 
 
 @lru_cache(maxsize=2)
@@ -244,7 +254,7 @@ class ConversationsStore:
         if not conversation_id or len(conversation_id) > 80:
             return None
         with self._read() as conn:
-            row = conn.execute(select(t.conversations).where(t.conversations.c.id == conversation_id)).first()
+            row = conn.execute(_CONVERSATION, {"cid": conversation_id}).first()
         if row is None:
             return None
         data = row._asdict()
@@ -305,15 +315,13 @@ class ConversationsStore:
         if not conversation_id or len(conversation_id) > 80:
             return None
         token = secrets.token_hex(16)
-        c = t.conversations.c
         deadline = time.monotonic() + max(0.0, turn_wait() if wait is None else wait)
         pause = 0.02
         while True:
             with self._write() as conn:
-                taken = conn.execute(update(t.conversations).where(
-                    c.id == conversation_id, or_(c.turn_token.is_(None), c.turn_until < _lease_time()))
-                    .values(turn_token=token, turn_until=_lease_time(self._lease_for(hold)))).rowcount
-                if not taken and conn.execute(select(c.id).where(c.id == conversation_id)).first() is None:
+                taken = conn.execute(_ACQUIRE, {"cid": conversation_id, "now": _lease_time(), "token": token,
+                                                "until": _lease_time(self._lease_for(hold))}).rowcount
+                if not taken and conn.execute(_EXISTS, {"cid": conversation_id}).first() is None:
                     return None
             if taken:
                 return token
@@ -517,11 +525,8 @@ class ConversationsStore:
     def chat_entries(self, conversation_id: str, *, hashes: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """The page's chat list as it was, in order (the working copy on resume). ``hashes``, when given, is
         filled with what :meth:`entry_hashes` would return, from the same read."""
-        query = (select(t.turns.c.entry_id, t.turns.c.entry)
-                 .where(and_(t.turns.c.conversation_id == conversation_id, t.turns.c.superseded.is_(False)))
-                 .order_by(t.turns.c.seq))
         with self._read() as conn:
-            rows = conn.execute(query).all()
+            rows = conn.execute(_LIVE_ENTRIES, {"cid": conversation_id}).all()
         if hashes is not None:
             hashes.update({row.entry_id: hashlib.sha256(row.entry.encode()).hexdigest() for row in rows})
         return [loads(row.entry, {}) for row in rows]

@@ -272,6 +272,25 @@ def test_an_api_turn_with_the_debug_log_on_stores_its_calls_in_its_chat_write(an
     assert [_without_ids(r) for r in stored] == [_without_ids(r) for r in plain]
 
 
+def test_an_api_turn_builds_no_statement_of_its_lease_reads_and_chat_write(any_url, monkeypatch):
+    """Issue #25: the turn's lease, its reads, its chat write and its debug records use statements built
+    once (values bound), not built (and looked up in the compiled cache by their tree) on every call.
+    Counted: the SQL constructors of those store modules are not called during a turn."""
+    from core.store import conversations, debug_records
+
+    convs = _convs(any_url)
+    sid = _at_symptom(convs)
+    built: list[str] = []
+    for module in (conversations, debug_records):
+        for name in ("select", "update", "insert", "delete"):
+            real = getattr(module, name, None)
+            if real is not None:
+                monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: built.append(_name)
+                                    or _real(*a, **k))
+    log = StoredDebugLog(convs.store, "op")
+    r = convs.handle(ChatRequest(session_id=sid, message="エアコンの風が弱い気がする"), log=log)
+    assert built == [] and len(log) >= 2 and r.current_step in ("spec_check", "diagnosing", "urgency_check")
+
 def test_a_failed_turns_calls_are_kept_in_one_transaction_of_their_own(any_url, monkeypatch):
     """A turn whose chat write fails stores neither its session nor its transcript, but its model calls'
     records are kept (written together when the turn ends), as when each was written on its own."""
