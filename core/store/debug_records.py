@@ -96,8 +96,10 @@ class DebugRecordsStore:
                              .values(record=dumps(record), **record_columns(record)))
 
     def list_debug_records(self, *, conversation_id: str | None = None, flow: str | None = None,
-                           since: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        """Oldest first (the newest ``limit``); each is the record dict plus its ``id`` and ``owner``."""
+                           since: str | None = None, after: str | None = None, until: str | None = None,
+                           limit: int = 1000) -> list[dict[str, Any]]:
+        """Oldest first (the newest ``limit``); each is the record dict plus its ``id`` and ``owner``.
+        ``since`` ≤ ``created_at``; ``after`` < ``created_at`` ≤ ``until`` (one answer's calls)."""
         c = t.debug_records.c
         stmt = select(c.id, c.owner, c.created_at, c.record).order_by(c.id.desc()).limit(limit)
         if conversation_id:
@@ -106,6 +108,10 @@ class DebugRecordsStore:
             stmt = stmt.where(c.flow == flow)
         if since:
             stmt = stmt.where(c.created_at >= since)
+        if after:
+            stmt = stmt.where(c.created_at > after)
+        if until:
+            stmt = stmt.where(c.created_at <= until)
         with self._read() as conn:
             rows = conn.execute(stmt).all()
         return [_as_record(r) for r in reversed(rows)]
