@@ -45,8 +45,8 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
     if raw is not None and len(raw) > MAX_RAW_CHARS:
         raw_bytes = raw_bytes or len(raw.encode("utf-8", "replace"))
         raw = raw[:MAX_RAW_CHARS]
+    stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     record = {
-        "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "task": request.task,  # the schema / offline-policy name: what a replay validates against
         "temperature": request.temperature,
         "provider": provider,
@@ -78,10 +78,10 @@ def make_record(*, tags: CallTags, provider: str, model: str, strategy: str, att
         if len(context) <= MAX_CONTEXT_CHARS:
             record["context"] = json.loads(context)
     record = scrub(record, tuple(KNOWN_SECRETS))
-    # Added after scrubbing: the tags are identifiers the console made (a generated session id's hex
-    # digit run such as "09012345678" must not be masked as a phone number), and hex digests are no
-    # personal data.
-    record = {"time": record.pop("time"), "session_id": tags.session_id, "flow": tags.flow, "step": tags.step,
+    # Added after scrubbing: the time and the tags are what the console made (a generated session id's hex
+    # digit run such as "09012345678" must not be masked as a phone number; the time is new on every call,
+    # so scrubbing it was a masking pass per record), and hex digests are no personal data.
+    record = {"time": stamp, "session_id": tags.session_id, "flow": tags.flow, "step": tags.step,
               "prompt": tags.prompt, **record}
     record["prompt_version"] = served_version(tags.prompt) if tags.prompt else ""  # the text this call used
     record["prompt_versions"] = prompt_versions()

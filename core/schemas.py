@@ -91,8 +91,10 @@ def _strict_node(node: Any) -> Any:
 
 def to_strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Wire copy for OpenAI strict mode: every property required (optional ones made nullable),
-    ``additionalProperties: false`` on every object, unsupported keywords removed, const → enum."""
-    return _strict_node(copy.deepcopy(schema))
+    ``additionalProperties: false`` on every object, unsupported keywords removed, const → enum. A new
+    object throughout (every dict and list is built anew; ``schema`` is not changed), without a deep copy
+    of ``schema`` first (it was one on every structured call)."""
+    return _strict_node(schema)
 
 
 def embed_entry_schema(turn_schema: dict[str, Any], entry_schema: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ stored whole or answered with ``TurnBusy``; nothing is returned as done that the
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, MutableSequence
 
@@ -22,9 +23,16 @@ from core.diagnosis.service import ChatService
 from core.diagnosis.stored_sessions import StoredSessionStore
 from core.engine import client_deadline
 from core.store.chat_sync import refresh_chat, sync_chat
+from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store
 
 LEASE_MARGIN_SECONDS = 60.0  # the lease outlives the turn's own deadline by this much
+
+
+def _holding(log: Any) -> Any:
+    """The turn's debug records wait for its chat write (``StoredDebugLog.holding``: one transaction with
+    the turn; a turn that fails before it stores them in one of their own)."""
+    return log.holding() if isinstance(log, StoredDebugLog) else nullcontext()
 
 
 @dataclass
@@ -45,10 +53,11 @@ class DiagnosisConversations:
         self.service = ChatService(client, store=self.sessions, **service_options)
 
     def _save(self, transcript: MutableSequence[dict[str, Any]], response: ChatResponse, client: Any,
-              lease: str | None = None, stored: dict[str, str] | None = None) -> None:
+              lease: str | None = None, stored: dict[str, str] | None = None, log: Any = None) -> None:
         """The transcript and the last response, written through. The newest assistant entry carries the
         whole response (the turn JSON the store keeps); the client names the provider and model. The last
-        write checks and gives up the turn lease ``lease`` (if any)."""
+        write checks and gives up the turn lease ``lease`` (if any), and stores the turn's debug records
+        waiting in ``log`` (a ``StoredDebugLog`` held by :func:`_holding`)."""
         dump = response.model_dump(mode="json")
         if transcript and transcript[-1].get("role") == "assistant" and "response" not in transcript[-1]:
             transcript[-1]["response"] = dump
@@ -58,13 +67,14 @@ class DiagnosisConversations:
                   provider=getattr(client, "name", None), model=getattr(client, "model", None),
                   merge_state={**session.get("merge_state", {}), "last_response": dump},
                   title=session.get("title"), status=session.get("status"), fence=lease,
-                  release=lease is not None, stored=stored)  # one transaction
+                  release=lease is not None, stored=stored,
+                  debug=log if isinstance(log, StoredDebugLog) else None)  # one transaction
 
     def start(self, transcript: MutableSequence[dict[str, Any]], *, client: Any = None, log: Any = None
               ) -> ChatResponse:
-        with self.sessions.holding_new():  # the new session's own write rides in its first chat write
+        with _holding(log), self.sessions.holding_new():  # the new session's own write rides in its first chat write
             response = view.start(self.service, transcript, client=client, log=log)
-            self._save(transcript, response, client, stored={})  # a new conversation holds no turns yet
+            self._save(transcript, response, client, stored={}, log=log)  # a new conversation holds no turns yet
         return response
 
     def send(self, transcript: MutableSequence[dict[str, Any]], request: ChatRequest, *, prompt: Any = None,
@@ -75,7 +85,7 @@ class DiagnosisConversations:
         sid = request.session_id or ""
         hold = client_deadline(client or self.service.ctx.client) + LEASE_MARGIN_SECONDS
         stored: dict[str, str] | None = None  # the stored entries' digests, read under the lease
-        with self.store.turn(sid, hold=hold, wait=self.wait) as token:
+        with _holding(log), self.store.turn(sid, hold=hold, wait=self.wait) as token:
             if token is not None:
                 with self.store.reading():  # the conversation row and its turns: one read
                     current = self._current(sid, expiry=False, keep=True)  # the service applies the expiry below
@@ -90,7 +100,8 @@ class DiagnosisConversations:
                     response = view.send(self.service, transcript, request, prompt=prompt, client=client, log=log)
                     self._flush(sid, response.session_id)
                     same = response.session_id == sid
-                    self._save(transcript, response, client, token if same else None, stored if same else None)
+                    self._save(transcript, response, client, token if same else None, stored if same else None,
+                               log=log)
             finally:
                 self.sessions.fences.pop(sid, None)
                 self.sessions.held.discard(sid)

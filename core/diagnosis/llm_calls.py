@@ -14,6 +14,8 @@ and repaired like every other call; its sources are checked against what was ret
 """
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from core.answer_guard import check_answer, guarded, offline_client, regeneration_messages
@@ -32,7 +34,7 @@ from core.diagnosis.rag import (
 from core.engine import structured_call, text_call
 from core.prompts import load_prompt, render
 from core.results import StructuredResult
-from core.schemas import load_schema
+from core.schemas import load_schema, to_strict_schema
 from core.text.pii import mask_pii
 
 FLOW = "diagnosis"
@@ -61,7 +63,18 @@ def call_structured(ctx: DiagnosisContext, session: SessionState, *, task: str, 
     than the session's (the built-in provider, for the answer guards' offline fallback)."""
     return structured_call(client or ctx.client, messages, schema=load_schema(task), name=task, context=context,
                            log=ctx.log, tags=tags(session, step, prompt), max_repairs=max_repairs, temperature=temperature,
-                           retry=ctx.retry, stream_field=STREAM_FIELDS.get(task))
+                           retry=ctx.retry, stream_field=STREAM_FIELDS.get(task), wire_schema=wire_schema(task))
+
+
+@lru_cache(maxsize=32)  # the diagnosis tasks' schemas (a handful); schema files are read once per process anyway
+def _wire_text(task: str) -> str:
+    return json.dumps(to_strict_schema(load_schema(task)), ensure_ascii=False)
+
+
+def wire_schema(task: str) -> dict[str, Any]:
+    """The strict-mode wire copy of ``task``'s schema (a fresh copy), built once per task rather than on
+    every call (``to_strict_schema`` walked the whole schema each time)."""
+    return json.loads(_wire_text(task))
 
 
 def call_text(ctx: DiagnosisContext, session: SessionState, *, task: str, messages: list[dict[str, str]],

@@ -62,6 +62,8 @@ TITLE_BONUS = 0.3  # added when every word of the section's title is in the quer
 RESCUE_MIN_CHARS = 4  # a verbatim query word that can rescue a low-scoring section: katakana / kanji run this long
 WARNING_CHARS = 360
 _SENTENCE = re2.compile(r"[^。！？!?\n]+(?:[。！？!?]+|\n|$)|[。！？!?]+")
+_PARENTHESES = re2.compile(r"（[^）]*）|\([^)]*\)")  # a section title's parenthesised part
+_CONTENT_WORD = re2.compile(r"[\p{Han}\p{Katakana}ー]{2,}|[A-Za-z0-9]{2,}")
 
 
 @dataclass
@@ -194,7 +196,7 @@ def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, mak
 
 
 def _title_words(title: str) -> set[str]:
-    return tokens(re2.sub(r"（[^）]*）|\([^)]*\)", "", title or ""))
+    return tokens(_PARENTHESES.sub("", title or ""))
 
 
 def _titled(hit: RagHit, asked: set[str]) -> RagHit:
@@ -264,7 +266,7 @@ def with_warnings(message: str, hit: RagHit | None) -> str:
 def shares_subject(hit: RagHit, question: str) -> bool:
     """Does the section speak of the question's subject: a word of the question other than kana
     (「4WD」「ジャッキ」「給油」) in its title or text?"""
-    asked = {w for w in tokens(question) if re2.fullmatch(r"[\p{Han}\p{Katakana}ー]{2,}|[A-Za-z0-9]{2,}", w)}
+    asked = {w for w in tokens(question) if _CONTENT_WORD.fullmatch(w)}
     if not asked:
         return True
     return bool(asked & tokens(f"{hit.section}\n{hit.text}"))

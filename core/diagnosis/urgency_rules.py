@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
@@ -220,13 +220,27 @@ def _how_to_forms(forms: list[str]) -> bool:
     return True
 
 
+CHECK_MEMO = 512  # texts whose rule check each rule set remembers (a turn re-checks every symptom collected)
+
+
 @dataclass
 class UrgencyRules:
     rules: list[Rule]
     level_info: dict[str, dict]
     tests: list[dict]
 
+    def __post_init__(self) -> None:
+        self._checked = lru_cache(maxsize=CHECK_MEMO)(self._check)
+
     def check(self, text: str | None) -> KeywordUrgency:
+        """:meth:`_check`, remembered per text (:data:`CHECK_MEMO`, short texts only); each caller gets a
+        result of its own (``check_many`` and the fusion change the one they hold)."""
+        if text is not None and (not isinstance(text, str) or len(text) > 2000):
+            return self._check(text)
+        found = self._checked(text)
+        return replace(found, reasons=list(found.reasons), rule_ids=list(found.rule_ids))
+
+    def _check(self, text: str | None) -> KeywordUrgency:
         """The first level (critical → high → medium) with a matching rule; ``none`` otherwise.
         The text's :func:`variants` (joined, colloquial and written negation spelled out, canonical
         words) are matched with hiragana folded to katakana, against patterns folded the same way,

@@ -74,6 +74,13 @@ LEVEL_VISIT = {"critical": "immediate", "high": "today", "medium": "this_week", 
 SEMANTIC_REASON = "よく似た相談例からの推定"
 
 
+
+@lru_cache(maxsize=512)
+def _re(pattern: str) -> Any:
+    """``re2.compile(pattern)``, looked up once: ``re2.search(pattern, …)`` built its options and looked the
+    pattern up in re2's cache on every call (the normal cases are matched against every text of a turn)."""
+    return re2.compile(pattern)
+
 @dataclass(frozen=True)
 class Utterance:
     text: str
@@ -106,16 +113,16 @@ class NormalCase:
         if not self.context_text:
             return False
         forms = forms if forms is not None else (variants(text) or [""])
-        if not any(re2.search(self.context_text, f) for f in forms):
+        if not any(_re(self.context_text).search(f) for f in forms):
             return False
         bad = [p for p in (self.abnormal_text, NOT_NORMAL) if p]
-        return not any(re2.search(p, f) for p in bad for f in forms)
+        return not any(_re(p).search(f) for p in bad for f in forms)
 
     def says_normal(self, text: str) -> bool:
-        return bool(self.normal_text) and re2.search(self.normal_text, _norm(text)) is not None
+        return bool(self.normal_text) and _re(self.normal_text).search(_norm(text)) is not None
 
     def says_abnormal(self, text: str) -> bool:
-        return bool(self.abnormal_text) and re2.search(self.abnormal_text, _norm(text)) is not None
+        return bool(self.abnormal_text) and _re(self.abnormal_text).search(_norm(text)) is not None
 
 
 @dataclass

@@ -107,7 +107,10 @@ def _question(flow: str, rows: list[dict[str, Any]], index: int) -> str:
 
 
 def _debug_window(store: Any, conversation_id: str, since: str, until: str) -> list[dict[str, Any]]:
-    return [r for r in store.list_debug_records(conversation_id=conversation_id, limit=200)
+    """The records of the calls made between the previous turn and the answer (``since`` < time ≤ ``until``),
+    read from the index (only those: every record of the conversation was read and parsed before)."""
+    return [r for r in store.list_debug_records(conversation_id=conversation_id, after=since or None, until=until,
+                                                limit=200)
             if since < str(r.get("time") or "") <= until]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, MutableSequence
 
 from core.ids import new_id
+from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store, entry_digest
 
 Columns = Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -68,13 +69,15 @@ def refresh_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[
 def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str, Any]], *, flow: str,
               author: Any = None, provider: str | None = None, model: str | None = None,
               merge_state: Mapping[str, Any] | None = None, title: str | None = None, status: str | None = None,
-              fence: str | None = None, release: bool = False, stored: Mapping[str, str] | None = None) -> int:
+              fence: str | None = None, release: bool = False, stored: Mapping[str, str] | None = None,
+              debug: StoredDebugLog | None = None) -> int:
     """Make the stored turns of ``conversation_id`` match ``chat``; returns how many rows were written.
     ``provider`` / ``model`` fill those columns of new turns whose entry does not name them. Everything is
     written in one transaction (``Store.write_chat``), with ``merge_state`` merged into the conversation's
     state, its ``title`` / ``status`` set, and the turn lease ``fence`` checked (and given up with
     ``release``) when given. ``stored``: the entries' digests as :func:`refresh_chat` read them under the
-    same lease (else read here)."""
+    same lease (else read here). ``debug``: a debug log whose records wait for this write
+    (``StoredDebugLog.holding``): they are stored in the same transaction."""
     columns = COLUMNS[flow]
     stored = dict(stored) if stored is not None else store.entry_hashes(conversation_id)
     present: set[str] = set()
@@ -95,7 +98,11 @@ def sync_chat(store: Store, conversation_id: str, chat: MutableSequence[dict[str
         elif stored[entry_id] != entry_digest(entry):
             updates.append((entry, cols))
     gone = [entry_id for entry_id in stored if entry_id not in present]
-    if appends or updates or gone or merge_state is not None or fence is not None or title or status:
-        store.write_chat(conversation_id, appends=appends, updates=updates, supersede=gone, merge_state=merge_state,
-                         title=title, status=status, fence=fence, release=release)
+    records = debug.held_records() if debug is not None else []
+    if appends or updates or gone or merge_state is not None or fence is not None or title or status or records:
+        ids = store.write_chat(conversation_id, appends=appends, updates=updates, supersede=gone,
+                               merge_state=merge_state, title=title, status=status, fence=fence, release=release,
+                               debug_records=records, debug_owner=debug.owner if debug is not None else None)
+        if debug is not None:
+            debug.stored(records, ids)
     return len(appends) + len(updates) + len(gone)

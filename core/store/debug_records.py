@@ -10,7 +10,7 @@ at most ``TEXT_SEARCH_WINDOW`` of the newest records the other filters leave.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import case, cast, delete, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql
@@ -55,16 +55,36 @@ def _as_record(row: Any) -> dict[str, Any]:
 class DebugRecordsStore:
     """The debug-records part of :class:`~core.store.store.Store`."""
 
+    def _debug_row(self, record: Mapping[str, Any], owner: Any) -> dict[str, Any]:
+        return {"conversation_id": str(record.get("session_id") or "")[:80] or None,
+                "created_at": str(record.get("time") or self.now()), "owner": who(owner)[0],
+                "flow": record.get("flow"), "step": str(record.get("step") or "")[:60],
+                "provider": record.get("provider"), "model": str(record.get("model") or "")[:200],
+                "strategy": record.get("strategy"), "outcome": str(record.get("outcome") or "")[:80],
+                "record": dumps(dict(record)), **record_columns(record)}
+
+    def _insert_debug_records(self, conn: Any, records: Sequence[Mapping[str, Any]], owner: Any) -> list[int]:
+        """Insert ``records`` in order on ``conn`` (the caller's transaction); their ids, in the same order."""
+        rows = [self._debug_row(record, owner) for record in records]
+        if len(rows) == 1:  # one statement compiled once, the values bound (a record on every model call)
+            return [conn.execute(_INSERT, rows[0]).scalar_one()]
+        # One multi-row insert. RETURNING promises no order, but the rows are inserted in the order given and
+        # each takes the next id (SQLite: the table's highest + 1 under the write lock; PostgreSQL: its
+        # sequence, row by row), so the ids sorted are the records' in order.
+        return sorted(conn.execute(_INSERT, rows).scalars()) if rows else []
+
     def add_debug_record(self, record: Mapping[str, Any], owner: Any = None) -> int:
         """Store one (already masked) debug record, shared by every operator; returns its id."""
-        values = {"conversation_id": str(record.get("session_id") or "")[:80] or None,
-                  "created_at": str(record.get("time") or self.now()), "owner": who(owner)[0],
-                  "flow": record.get("flow"), "step": str(record.get("step") or "")[:60],
-                  "provider": record.get("provider"), "model": str(record.get("model") or "")[:200],
-                  "strategy": record.get("strategy"), "outcome": str(record.get("outcome") or "")[:80],
-                  "record": dumps(dict(record)), **record_columns(record)}
-        with self._write() as conn:  # one statement compiled once, the values bound (a record on every model call)
-            return conn.execute(_INSERT, values).scalar_one()
+        with self._write() as conn:
+            return self._insert_debug_records(conn, [record], owner)[0]
+
+    def add_debug_records(self, records: Sequence[Mapping[str, Any]], owner: Any = None) -> list[int]:
+        """Store several (already masked) debug records in one transaction, in order; their ids. (A turn's
+        records usually ride in its chat write, ``Store.write_chat``; this is for a turn that failed.)"""
+        if not records:
+            return []
+        with self._write() as conn:
+            return self._insert_debug_records(conn, records, owner)
 
     def annotate_debug_record(self, record_id: int, fields: Mapping[str, Any]) -> None:
         """Add keys to a stored record (e.g. the judgment method, known only after later calls)."""
@@ -76,8 +96,10 @@ class DebugRecordsStore:
                              .values(record=dumps(record), **record_columns(record)))
 
     def list_debug_records(self, *, conversation_id: str | None = None, flow: str | None = None,
-                           since: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        """Oldest first (the newest ``limit``); each is the record dict plus its ``id`` and ``owner``."""
+                           since: str | None = None, after: str | None = None, until: str | None = None,
+                           limit: int = 1000) -> list[dict[str, Any]]:
+        """Oldest first (the newest ``limit``); each is the record dict plus its ``id`` and ``owner``.
+        ``since`` ≤ ``created_at``; ``after`` < ``created_at`` ≤ ``until`` (one answer's calls)."""
         c = t.debug_records.c
         stmt = select(c.id, c.owner, c.created_at, c.record).order_by(c.id.desc()).limit(limit)
         if conversation_id:
@@ -86,6 +108,10 @@ class DebugRecordsStore:
             stmt = stmt.where(c.flow == flow)
         if since:
             stmt = stmt.where(c.created_at >= since)
+        if after:
+            stmt = stmt.where(c.created_at > after)
+        if until:
+            stmt = stmt.where(c.created_at <= until)
         with self._read() as conn:
             rows = conn.execute(stmt).all()
         return [_as_record(r) for r in reversed(rows)]

@@ -149,15 +149,14 @@ class ReviewStore:
         c = t.review_items.c
         where = and_(c.conversation_id == str(conversation_id)[:80], c.turn == int(turn))
         for _ in range(3):
-            with self._write() as conn:
-                row = conn.execute(select(c.id, c.reason, c.status).where(where)).first()
-                if row is not None:
-                    if row.status == "pending" and REASONS.index(reason) < REASONS.index(row.reason):
-                        conn.execute(update(t.review_items).where(c.id == row.id)
-                                     .values(reason=reason, updated_at=self.now()))
-                    return int(row.id), False
-            try:
+            try:  # one transaction: the item read, then updated or inserted (a turn's intake: one write)
                 with self._write() as conn:
+                    row = conn.execute(select(c.id, c.reason, c.status).where(where)).first()
+                    if row is not None:
+                        if row.status == "pending" and REASONS.index(reason) < REASONS.index(row.reason):
+                            conn.execute(update(t.review_items).where(c.id == row.id)
+                                         .values(reason=reason, updated_at=self.now()))
+                        return int(row.id), False
                     stamp = self.now()
                     item_id = conn.execute(insert(t.review_items).values(
                         conversation_id=str(conversation_id)[:80], turn=int(turn), flow=flow, reason=reason,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 import re2
 
@@ -66,10 +67,24 @@ def units(text: str) -> list[Unit]:
     return out
 
 
+TOKENS_MEMO_TEXTS = 2048  # tokens' memo: distinct texts remembered (least recently used dropped)
+TOKENS_MEMO_MAX_CHARS = 2000  # a longer text is tokenised every time (the memo stays small)
+
+
+@lru_cache(maxsize=TOKENS_MEMO_TEXTS)
+def _memo_tokens(text: str) -> frozenset[str]:
+    return frozenset(get_tokenizer()(text))
+
+
 def tokens(text: str) -> set[str]:
+    """The words of ``text`` (a new set each call). A short text is tokenised once and remembered
+    (:data:`TOKENS_MEMO_TEXTS`): the diagnosis answers tokenise the same manual sections' sentences and
+    titles on every turn of every conversation."""
     try:
+        if len(text) <= TOKENS_MEMO_MAX_CHARS:
+            return set(_memo_tokens(text))
         return set(get_tokenizer()(text))
-    except Exception:  # noqa: BLE001 - tokenizer unavailable: character bigrams
+    except Exception:  # noqa: BLE001 - tokenizer unavailable: character bigrams (never remembered)
         t = unicodedata.normalize("NFKC", text)
         return {t[i:i + 2] for i in range(len(t) - 1)}
 

@@ -188,3 +188,66 @@ def test_mask_text_masks_a_short_string_once(monkeypatch):
     pii.mask_text(longer)
     pii.mask_text(longer)
     assert scanned.count(longer) == 2
+
+
+def _test_strings() -> list[str]:
+    """Every string literal of the masking tests (their secrets, personal data and ordinary text), with the
+    manual's texts: a corpus of what the rules must find and must leave."""
+    import ast
+    import json
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    found: set[str] = set()
+    for name in ("test_pii.py", "test_pii_rules.py", "test_pii_spellings.py", "test_fuzz.py", "test_untrusted.py"):
+        for node in ast.walk(ast.parse((here / name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip():
+                found.add(node.value)
+    manual = json.loads((here.parents[1] / "data/manuals/kaiwa-mirai-hv-2022.json").read_text(encoding="utf-8"))
+    found.update(s["text"] for s in manual["sections"][:40])
+    return sorted(found)
+
+
+def test_one_scan_for_every_secret_rule_finds_what_the_rules_find(monkeypatch):
+    """Issue #25: the secret rules are tried only when their one combined pattern matches the text. It
+    matches whenever one of them does, and the findings are those of running every rule (on the masking
+    tests' strings, each also embedded in a longer text, and the manual's). Most texts hold no secret:
+    the ~30 scans are then one. Counted."""
+    from core.text import pii
+
+    gated_rules = (pii._KEY_START, *pii._PLUGIN_SECRETS, *pii._SECRETS, pii._BASIC, pii._USERINFO)
+    texts = _test_strings()
+    texts += [f"お問い合わせ: {t}\n以上、よろしくお願いします。" for t in texts]
+    gated = {t: pii.find_spans(t) for t in texts}
+    gate = pii._ANY_SECRET
+
+    class Always:
+        def search(self, text):
+            return True
+
+    monkeypatch.setattr(pii, "_ANY_SECRET", Always())  # every rule run on every text, as before
+    hits = 0
+    for text in texts:
+        normalized, _ = pii.normalize_with_offsets(text)
+        if any(rule.search(normalized) for rule in gated_rules):
+            hits += 1
+            assert gate.search(normalized), text
+        assert pii.find_spans(text) == gated[text], text
+    assert hits > 50  # the corpus does exercise the secret rules
+    monkeypatch.undo()
+
+    scans: list[str] = []
+
+    class Counting:
+        def __init__(self, rule):
+            self.rule = rule
+
+        def finditer(self, text):
+            scans.append(self.rule.pattern)
+            return self.rule.finditer(text)
+
+    monkeypatch.setattr(pii, "_PLUGIN_SECRETS", tuple(Counting(r) for r in pii._PLUGIN_SECRETS))
+    monkeypatch.setattr(pii, "_SECRETS", tuple(Counting(r) for r in pii._SECRETS))
+    pii.find_spans("ブレーキを踏むとキーキー音がする。取扱説明書 p.120 を参照してください。")
+    assert scans == []
+    assert pii.find_spans("api_key=sk-abcdefghijklmnop1234") and len(scans) == len(pii._PLUGIN_SECRETS) + len(pii._SECRETS)

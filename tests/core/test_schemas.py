@@ -53,3 +53,22 @@ def test_embedded_entry_schema_is_still_a_valid_turn_schema():
     assert validator.is_valid(turn)
     turn["knowledge_json"] = {"title": "wrong shape"}
     assert not validator.is_valid(turn)
+
+
+@pytest.mark.parametrize("path", sorted(SCHEMAS_DIR.glob("*.json")), ids=lambda p: p.name)
+def test_the_strict_copy_is_built_without_a_deep_copy_and_leaves_the_schema_as_it_was(path, monkeypatch):
+    """Issue #25: every dict and list of the strict copy is built anew, so the deep copy made first on every
+    structured call is gone; the copy is what it was, and the schema is unchanged. Counted."""
+    import copy
+
+    from core import schemas
+
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    before = json.dumps(schema)
+    expected = schemas._strict_node(copy.deepcopy(schema))
+    copies: list[int] = []
+    monkeypatch.setattr(schemas.copy, "deepcopy", lambda *a, **k: copies.append(1) or copy.deepcopy(*a, **k))
+    strict = to_strict_schema(schema)
+    assert strict == expected and json.dumps(schema) == before and copies == []
+    strict.setdefault("properties", {})["x"] = {"type": "string"}  # the copy shares nothing with the schema
+    assert json.dumps(schema) == before

@@ -9,6 +9,7 @@ from core.analytics import diagnosis_outcomes, load_frames
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest
 from core.llm.offline import OfflineClient
+from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store
 
 
@@ -236,6 +237,82 @@ def test_a_turn_that_fails_stores_neither_its_session_nor_its_transcript(tmp_pat
     r = convs.handle(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"))
     assert r.current_step == "free_text"
 
+
+
+def _at_symptom(convs: DiagnosisConversations) -> str:
+    sid = convs.handle(ChatRequest()).session_id
+    for req in (dict(action="select_vehicle", action_value=MIRAI), dict(action="confirm_photo", action_value="yes")):
+        convs.handle(ChatRequest(session_id=sid, **req))
+    return sid
+
+
+def _without_ids(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in ("id", "owner", "time", "session_id", "latency_ms")}
+
+
+def test_an_api_turn_with_the_debug_log_on_stores_its_calls_in_its_chat_write(any_url):
+    """Issue #25: a turn's model calls' debug records are written in the turn's one fenced chat transaction
+    (there was one more transaction per call): still 2 write transactions, and the デバッグログ page and the
+    review intake see the same records as a log written call by call. Both engines; counted."""
+    convs = _convs(any_url)
+    sid = _at_symptom(convs)
+    log = StoredDebugLog(convs.store, "op")
+    counted, stop = _count_store_work(convs.store)
+    try:
+        convs.handle(ChatRequest(session_id=sid, message="エアコンの風が弱い気がする"), log=log)
+    finally:
+        stop()
+    stored = convs.store.list_debug_records(conversation_id=sid)
+    assert len(stored) >= 2 and counted["writes"] == 2  # the lease, then the chat with every call's record
+    assert [r["_store_id"] for r in log] == [r["id"] for r in stored] and {r["owner"] for r in stored} == {"op"}
+    assert convs.store.get_debug_records(r["_store_id"] for r in log).keys() == {r["id"] for r in stored}
+    plain: list = []  # the same turn of another conversation, its records kept in a plain list (never held)
+    other = _at_symptom(convs)
+    convs.handle(ChatRequest(session_id=other, message="エアコンの風が弱い気がする"), log=plain)
+    assert [_without_ids(r) for r in stored] == [_without_ids(r) for r in plain]
+
+
+def test_an_api_turn_builds_no_statement_of_its_lease_reads_and_chat_write(any_url, monkeypatch):
+    """Issue #25: the turn's lease, its reads, its chat write and its debug records use statements built
+    once (values bound), not built (and looked up in the compiled cache by their tree) on every call.
+    Counted: the SQL constructors of those store modules are not called during a turn."""
+    from core.store import conversations, debug_records
+
+    convs = _convs(any_url)
+    sid = _at_symptom(convs)
+    built: list[str] = []
+    for module in (conversations, debug_records):
+        for name in ("select", "update", "insert", "delete"):
+            real = getattr(module, name, None)
+            if real is not None:
+                monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: built.append(_name)
+                                    or _real(*a, **k))
+    log = StoredDebugLog(convs.store, "op")
+    r = convs.handle(ChatRequest(session_id=sid, message="エアコンの風が弱い気がする"), log=log)
+    assert built == [] and len(log) >= 2 and r.current_step in ("spec_check", "diagnosing", "urgency_check")
+
+def test_a_failed_turns_calls_are_kept_in_one_transaction_of_their_own(any_url, monkeypatch):
+    """A turn whose chat write fails stores neither its session nor its transcript, but its model calls'
+    records are kept (written together when the turn ends), as when each was written on its own."""
+    convs = _convs(any_url)
+    sid = _at_symptom(convs)
+    log = StoredDebugLog(convs.store, "op")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(convs.store, "write_chat", broken)
+    counted, stop = _count_store_work(convs.store)
+    try:
+        with pytest.raises(RuntimeError):
+            convs.handle(ChatRequest(session_id=sid, message="エアコンの風が弱い気がする"), log=log)
+    finally:
+        stop()
+    monkeypatch.undo()
+    assert counted["writes"] == 3  # the lease, its release, the records
+    stored = convs.store.list_debug_records(conversation_id=sid)
+    assert stored and [r["_store_id"] for r in log] == [r["id"] for r in stored]
+    assert not any(e.get("text") == "エアコンの風が弱い気がする" for e in convs.store.chat_entries(sid))
 
 def test_a_start_is_two_write_transactions_and_reads_no_turns(any_url):
     """The new conversation, then its session, welcome message and last response in one transaction (there

@@ -192,3 +192,18 @@ def test_the_section_the_diagnosis_cited_is_the_one_the_rag_answer_quotes(make_c
     result = llm_calls.rag_answer(ctx, session, "シートベルトの警告音が鳴る", [hit(score=0.9), lower], preferred=lower)
     assert result.ok and [s.section_id for s in result.sources][:1] == ["t:s90"]
     assert "シートベルトの着用" in result.answer
+
+
+def test_a_tasks_wire_schema_is_built_once_and_each_call_gets_its_own_copy(monkeypatch):
+    """Issue #25: the strict-mode wire copy of a diagnosis task's schema is built once per task (every
+    structured call built it again), each call gets a copy of its own, equal to a fresh build. Counted."""
+    from core.schemas import to_strict_schema
+
+    llm_calls._wire_text.cache_clear()
+    built: list[dict] = []
+    monkeypatch.setattr(llm_calls, "to_strict_schema", lambda schema: built.append(schema) or to_strict_schema(schema))
+    first = llm_calls.wire_schema(llm_calls.RAG_ANSWER_TASK)
+    first["properties"] = {}  # a caller's copy is its own
+    again = llm_calls.wire_schema(llm_calls.RAG_ANSWER_TASK)
+    assert len(built) == 1 and again == to_strict_schema(load_schema(llm_calls.RAG_ANSWER_TASK))
+    assert again["properties"] and again["additionalProperties"] is False

@@ -98,3 +98,21 @@ def test_a_denied_smoke_or_an_unlit_red_lamp_is_not_critical():
     assert keyword_urgency_check("水温計がいつもより上まで来てる、まだ赤いランプはついてないけど").level != "critical"
     assert keyword_urgency_check("ボンネットから煙が出てる").level == "critical"
     assert keyword_urgency_check("赤いランプがついた").level == "critical"
+
+
+def test_a_texts_rule_check_is_remembered_and_each_caller_gets_its_own_result():
+    """Issue #25: a turn re-checks every symptom collected so far (``check_many``); each text is checked once
+    per rule set and remembered (bounded), each caller getting a result of its own to change. Counted."""
+    from core.diagnosis.urgency_rules import load_rules
+
+    rules = load_rules()
+    text = "ブレーキペダルが床まで沈む"
+    first = rules.check(text)
+    first.reasons.append("changed by a caller")
+    first.can_drive = True
+    again = rules.check(text)
+    assert rules._checked.cache_info().misses == 1 and rules._checked.cache_info().hits == 1
+    assert again == rules._check(text) and "changed by a caller" not in again.reasons
+    assert again.level == "critical" and again.can_drive is False
+    many = rules.check_many([text, "エアコンの風が弱い"])
+    assert many.level == "critical" and rules._checked.cache_info().misses == 2

@@ -303,3 +303,25 @@ def test_a_turn_that_asks_about_the_same_symptom_twice_votes_once(monkeypatch):
     assert Counting.calls == 1 and second.level == "high" and second.neighbours == [("exemplar", "high", 0.9)]
     semantic.classify("エアコンの風が弱い")
     assert Counting.calls == 2
+
+
+def test_a_normal_cases_patterns_are_compiled_once(monkeypatch):
+    """Issue #25: the normal cases' patterns are matched against every text of a turn; each is compiled
+    (and looked up) once, not on every match. Counted; the case named is the same."""
+    import re2
+
+    from core.diagnosis import urgency_semantic
+
+    text, other = "信号待ちでエンジンが止まる", "エアコンの風が弱い"
+    expected, expected_other = urgency_semantic.text_normal_case(text), urgency_semantic.text_normal_case(other)
+    urgency_semantic._re.cache_clear()
+    compiled: list[str] = []
+    real = re2.compile
+    monkeypatch.setattr(re2, "compile", lambda pattern, *a, **k: compiled.append(pattern) or real(pattern, *a, **k))
+    assert urgency_semantic.text_normal_case(text) == expected
+    assert urgency_semantic.text_normal_case(other) == expected_other and expected is not None
+    first = len(compiled)
+    assert first == len(set(compiled))  # each pattern compiled once however many texts and cases use it
+    assert urgency_semantic.text_normal_case(text) == expected
+    assert urgency_semantic.text_normal_case(other) == expected_other
+    assert first > 0 and len(compiled) == first  # the same texts again compile nothing

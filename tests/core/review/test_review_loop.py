@@ -64,6 +64,34 @@ def test_an_answer_is_read_with_its_facts_and_a_user_turn_is_not_an_answer(store
         answer_at(store, "nope", 0)
 
 
+def test_an_answers_calls_are_the_only_debug_records_read(store, monkeypatch):
+    """Issue #25: the intake reads the debug records of the answer's window (after the turn before it, up to
+    the answer) from the index, not every record of the conversation parsed and then filtered: a long
+    conversation's answer costs its own calls. Counted (records parsed)."""
+    from core.store import debug_records
+    from core.store.chat_sync import sync_chat
+
+    clock = iter(f"2026-11-27T01:00:{s:02d}.000+00:00" for s in range(60))
+    monkeypatch.setattr(store, "now", lambda: next(clock))  # every stamp a second after the one before
+    sid = store.create_conversation("diagnosis", OPERATOR_ID)
+    chat = [{"role": "assistant", "step": "vehicle_id", "message": "車両は？"}, {"role": "user", "text": "ミライ"}]
+    sync_chat(store, sid, chat, flow="diagnosis")
+    for i in range(5):  # calls before the question: another answer's
+        store.add_debug_record({"session_id": sid, "time": f"2000-01-01T00:00:0{i}.000+00:00", "task": "old"}, "op")
+    asked = store.list_turns(sid)[-1]["created_at"]
+    own = [store.add_debug_record({"session_id": sid, "time": store.now(), "task": task, "prompt": "diagnosis_system",
+                                   "prompt_version": "v9", "kind": kind, "outcome": "ok"}, "op")
+           for task, kind in (("diagnostic", "call"), ("diagnostic", "repair"))]
+    sync_chat(store, sid, [*chat, {"role": "assistant", "step": "diagnosing", "message": "いつからですか？"}],
+              flow="diagnosis")
+    assert store.list_turns(sid)[-1]["created_at"] > asked
+    parsed: list[int] = []
+    real = debug_records._as_record
+    monkeypatch.setattr(debug_records, "_as_record", lambda row: parsed.append(row.id) or real(row))
+    answer = answer_at(store, sid, 2)
+    assert answer.debug_ids == own and sorted(parsed) == own  # not the 5 older ones
+    assert answer.repaired and answer.prompt_version == "diagnosis_system@v9"
+
 def test_reasons_sample_and_feedback(store):
     sid, turn = diagnosis(store, "ブレーキを踏むとキーキー鳴る")
     answer = answer_at(store, sid, turn)

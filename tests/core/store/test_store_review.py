@@ -227,3 +227,38 @@ def test_the_queue_reads_an_index_in_order(tmp_path):
         assert "TEMP B-TREE" not in plan, (query, plan)
         assert "SCAN review_items" not in plan or "USING" in plan, (query, plan)
     store.engine.dispose()
+
+
+def test_queueing_an_answer_is_one_write_transaction(store):
+    """Issue #25: an answer entering the queue after a turn is one write transaction (the look for an item
+    already there and the insert were two); a second reason for the same answer keeps its item, a stronger
+    one replaces a pending item's reason. Both engines; counted."""
+    from sqlalchemy import event
+
+    writes: list[int] = []
+
+    def begin(conn):
+        if conn.get_execution_options().get("kaiwa_write"):
+            writes.append(1)
+
+    event.listen(store.engine, "begin", begin)
+    try:
+        item, new = store.enqueue_review("c1", 3, "diagnosis", "sample", snapshot={"answer": "回答"})
+        assert new and len(writes) == 1
+        again, new = store.enqueue_review("c1", 3, "diagnosis", "critical")
+        assert (again, new) == (item, False) and len(writes) == 2
+    finally:
+        event.remove(store.engine, "begin", begin)
+    [row] = store.review_page(ReviewQuery())
+    assert row["reason"] == "critical" and row["id"] == item
+
+
+def test_one_answers_debug_records_are_read_from_the_index(store):
+    """``list_debug_records(after=…, until=…)``: only the records of one answer's window (after < time ≤
+    until) are read, not the conversation's newest 200 filtered afterwards. Both engines."""
+    for i in range(6):
+        store.add_debug_record({"session_id": "c1", "time": f"2026-11-27T01:00:0{i}.000+00:00", "task": f"t{i}"}, "op")
+    store.add_debug_record({"session_id": "c2", "time": "2026-11-27T01:00:03.000+00:00", "task": "other"}, "op")
+    window = store.list_debug_records(conversation_id="c1", after="2026-11-27T01:00:02.000+00:00",
+                                      until="2026-11-27T01:00:04.000+00:00")
+    assert [r["task"] for r in window] == ["t3", "t4"]
