@@ -114,6 +114,18 @@ def _debug_window(store: Any, conversation_id: str, since: str, until: str) -> l
             if since < str(r.get("time") or "") <= until]
 
 
+def _previous_stamp(rows: list[dict[str, Any]], turn: int) -> str:
+    """When the turn before the answer's was written: the newest earlier row stamped before the answer. A chat
+    turn writes its question and its answer in one transaction with one stamp, so the row just before the
+    answer (its question) is no bound: its calls were made after the previous write."""
+    stamp = str(rows[turn].get("created_at") or "")
+    for row in reversed(rows[:turn]):
+        earlier = str(row.get("created_at") or "")
+        if not stamp or earlier < stamp:
+            return earlier
+    return ""
+
+
 def answer_at(store: Any, conversation_id: str, turn: int) -> Answer:
     """The answer ``turn`` of a stored conversation. LookupError for an unknown conversation; NotAnAnswer
     when ``turn`` is not the index of an answer."""
@@ -133,8 +145,7 @@ def answer_at(store: Any, conversation_id: str, turn: int) -> Answer:
     if flow != "faq":
         answer.question = _question(flow, rows, turn)
     _facts(answer, entry, row)
-    previous = str(rows[turn - 1].get("created_at") or "") if turn > 0 else ""
-    records = _debug_window(store, conversation_id, previous, answer.created_at or "9999")
+    records = _debug_window(store, conversation_id, _previous_stamp(rows, turn), answer.created_at or "9999")
     answer.debug_ids = [int(r["id"]) for r in records]
     answer.repaired = any(r.get("kind") in ("repair", "retry") or (r.get("outcome") or "ok") != "ok" for r in records)
     answer.failed = answer.failed or (bool(records) and (records[-1].get("outcome") or "ok") != "ok")

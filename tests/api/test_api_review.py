@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from api import review as review_api
 from api.main import app, get_client, get_retriever, get_store, get_turn_wait
 from core.llm.offline import OfflineClient
+from core.prompts import prompt_version
 from core.store.db import create_scratch_database
 from core.store.store import Store
 from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever
@@ -86,7 +87,8 @@ def test_feedback_on_an_answer_is_stored_and_a_thumbs_down_queues_it(api):
     [row] = api.store.list_feedback(sid)
     assert (row["id"], row["turn"], row["flow"], row["given_by"]) == (r.json()["feedback_id"], answer, "diagnosis",
                                                                      "yamada@example.jp")
-    assert row["prompt_version"].startswith("diagnosis_system@") and row["model"]
+    # the version of the prompt that wrote the answer: its turn's call (not the flow's main prompt as it is now)
+    assert row["prompt_version"] == f"diagnosis_diagnostic@{prompt_version('diagnosis_diagnostic')}" and row["model"]
     queue = api.get("/api/review/queue", params={"status": "pending"}, headers=REVIEWER).json()
     assert [(i["session_id"], i["turn"], i["flow"], i["reason"]) for i in queue["items"]] == [
         (sid, answer, "diagnosis", "thumbs_down")]
@@ -152,7 +154,7 @@ def test_a_verdict_with_labels_and_correction_is_recorded_and_exported(api):
         sid, answer, "diagnosis", "incorrect", ["緊急度の誤り"])
     assert row["corrected_answer"] == {"text": "すぐに停車してください"} and row["reviewer"] == "sato"
     assert "090-1234-5678" not in json.dumps(row, ensure_ascii=False)  # personal data masked
-    assert row["prompt_version"].startswith("diagnosis_system@") and row["reviewed_at"].endswith("+09:00")
+    assert row["prompt_version"].startswith("diagnosis_diagnostic@") and row["reviewed_at"].endswith("+09:00")
     body = api.get("/api/review/export", params={"format": "csv"}, headers=REVIEWER).content.decode("utf-8-sig")
     [cells] = list(csv.DictReader(io.StringIO(body)))
     assert cells["comment"].startswith("'=") and "090-1234-5678" not in body  # never a formula, masked

@@ -22,7 +22,8 @@ from core.review.intake import consider, give_feedback, reason_for
 from core.review.regression import NotReplayable, expectations, make_regression_case, scenario_for_item
 from core.review.replay import replay_reviewed
 from core.store.store import Store
-from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever
+from core.store.debug_sink import StoredDebugLog
+from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever, TaskClient, diag
 
 OPERATOR_ID = Identity(name="山田", email="yamada@example.jp", source="proxy")
 SATO = Identity(name="佐藤", email="sato@example.jp", source="proxy", roles=frozenset({OPERATOR, REVIEWER}))
@@ -91,6 +92,32 @@ def test_an_answers_calls_are_the_only_debug_records_read(store, monkeypatch):
     answer = answer_at(store, sid, 2)
     assert answer.debug_ids == own and sorted(parsed) == own  # not the 5 older ones
     assert answer.repaired and answer.prompt_version == "diagnosis_system@v9"
+
+def test_a_chat_turns_answer_is_read_with_its_own_calls_and_a_repaired_one_is_queued(store):
+    """A chat turn writes its question and its answer in one transaction with one stamp, so the row before
+    the answer is no bound of its calls: they are those made since the turn before. Its calls are read with
+    the answer (they were none), and a turn whose call needed a repair is queued as ``repaired_call``."""
+    client = TaskClient({"diagnostic_response": ["{これはJSONではない", diag()]})
+    log = StoredDebugLog(store, "op")
+    conversations = DiagnosisConversations(store, client=client, owner=OPERATOR_ID,
+                                           retriever=KeywordManualRetriever())
+    sid = conversations.handle(ChatRequest(), log=log).session_id
+    conversations.handle(ChatRequest(session_id=sid, action="select_vehicle", action_value=MIRAI), log=log)
+    conversations.handle(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"), log=log)
+    earlier = {r["id"] for r in store.list_debug_records(conversation_id=sid)}
+    conversations.handle(ChatRequest(session_id=sid, message="ブレーキを踏むとキーキー鳴る"), log=log)
+    rows = store.list_turns(sid)
+    turn = max(i for i, e in enumerate(store.chat_entries(sid)) if e["role"] == "assistant")
+    assert rows[turn]["created_at"] == rows[turn - 1]["created_at"]  # the question and the answer: one write
+    own = sorted(r["id"] for r in store.list_debug_records(conversation_id=sid) if r["id"] not in earlier)
+    answer = answer_at(store, sid, turn)
+    assert len(own) >= 2 and sorted(answer.debug_ids) == own  # the call, its repair (and any other of the turn)
+    assert answer.repaired and answer.urgency != "critical" and not answer.failed
+    named = [r for r in store.list_debug_records(conversation_id=sid) if r["id"] in own and r.get("prompt_version")]
+    assert answer.prompt_version.endswith(f"@{named[-1]['prompt_version']}")  # the version the turn ran
+    item_id = consider(store, sid, turn, sample=0)
+    assert item_id is not None and store.get_review_item(item_id)["reason"] == "repaired_call"
+
 
 def test_reasons_sample_and_feedback(store):
     sid, turn = diagnosis(store, "ブレーキを踏むとキーキー鳴る")
