@@ -17,13 +17,12 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.api_turns import ROOT, Server
+from bench.api_turns import ROOT, Server, alternating_drives
 
 ANSWER = ROOT / "bench" / "data" / "api_chat_answer.json"
 CANNED_APP = f'''
@@ -84,14 +83,9 @@ def measure(trees: dict[str, Path], clients: list[int], seconds: float, repeat: 
             for name, tree in trees.items():
                 servers[name] = Server(tree, "bench_http_canned:app", f"sqlite:///{tmp / f'{name}.db'}", tmp)
             for i, n in enumerate(clients):
-                runs: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
-                for r in range(max(1, repeat)):
-                    for name in (list(servers) if (i + r) % 2 == 0 else list(reversed(servers))):
-                        cpu = servers[name].cpu_seconds()
-                        result = asyncio.run(_drive(servers[name].base, n, seconds))
-                        result["server_cpu_ms"] = (servers[name].cpu_seconds() - cpu) * 1000 / max(1, result["requests"])
-                        runs[name].append(result)
-                        print(f"{n} clients {name}: {result}", file=sys.stderr)
+                runs = alternating_drives(servers, n, i, repeat,
+                                          lambda _name, base, _r, n=n: asyncio.run(_drive(base, n, seconds)),
+                                          per="requests")
                 for name, results in runs.items():
                     out[f"{name}_{n}"] = {
                         "server_cpu_ms": round(statistics.median(x["server_cpu_ms"] for x in results), 3),

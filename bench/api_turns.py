@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -397,6 +398,23 @@ async def _drive_baseline(base: str, clients: int, seconds: float, offset: int =
     return {"rps": done / elapsed, "turns": done, "errors": errors, "lost": 0}
 
 
+def alternating_drives(servers: dict[str, Server], n: int, i: int, repeat: int,
+                       drive: Callable[[str, str, int], dict[str, Any]], *, per: str, label: str = ""
+                       ) -> dict[str, list[dict[str, Any]]]:
+    """Each server driven ``repeat`` times with ``n`` clients (``drive(name, base url, drive number)``), the
+    order alternating between drives (``i``: the client count's place), each result given the server process's
+    CPU per ``per`` (its count of turns or requests) and printed on stderr."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
+    for r in range(max(1, repeat)):
+        for name in (list(servers) if (i + r) % 2 == 0 else list(reversed(servers))):
+            cpu = servers[name].cpu_seconds()
+            result = drive(name, servers[name].base, r)
+            result["server_cpu_ms"] = (servers[name].cpu_seconds() - cpu) * 1000 / max(1, result[per])
+            runs[name].append(result)
+            print(f"{label}{n} clients {name}: {result}", file=sys.stderr)
+    return runs
+
+
 def measure_servers(trees: dict[str, Path], urls: dict[tuple[str, str], str], baseline_urls: dict[str, str],
                     clients: list[int], seconds: float, tmp: Path, repeat: int = 1) -> dict[str, Any]:
     import asyncio
@@ -413,16 +431,11 @@ def measure_servers(trees: dict[str, Path], urls: dict[tuple[str, str], str], ba
             for name in trees:
                 servers[name] = Server(trees[name], "api.main:app", urls[(name, engine)])
             for i, n in enumerate(clients):
-                runs: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
-                for r in range(max(1, repeat)):
-                    order = list(servers) if (i + r) % 2 == 0 else list(reversed(servers))
-                    for name in order:
-                        drive = _drive_baseline if name == "baseline" else _drive_chat
-                        cpu = servers[name].cpu_seconds()
-                        result = asyncio.run(drive(servers[name].base, n, seconds, 100_000 * (i + 1) + 10_000 * r))
-                        result["server_cpu_ms"] = (servers[name].cpu_seconds() - cpu) * 1000 / max(1, result["turns"])
-                        runs[name].append(result)
-                        print(f"{engine} {n} clients {name}: {result}", file=sys.stderr)
+                def drive(name: str, base: str, r: int, n: int = n, i: int = i) -> dict[str, Any]:
+                    run = _drive_baseline if name == "baseline" else _drive_chat
+                    return asyncio.run(run(base, n, seconds, 100_000 * (i + 1) + 10_000 * r))
+
+                runs = alternating_drives(servers, n, i, repeat, drive, per="turns", label=f"{engine} ")
                 for name, results in runs.items():
                     out[f"{name}_{engine}_{n}"] = {
                         "rps": round(statistics.median(x["rps"] for x in results), 2),

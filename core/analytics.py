@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from core.store import rollups
-from core.store.rollups import ANSWER_STEPS, PHASES, UNKNOWN
+from core.store.rollups import PHASES, UNKNOWN
 from core.store.store import Store
 from core.text.pii import mask_pii
 
@@ -359,16 +359,22 @@ def _hourly_frame(raws: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([row for raw in raws for row in raw["hourly"]], columns=HOURLY_COLUMNS, dtype=object)
 
 
-def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
-    """quality / methods / hourly / errors / calls of :class:`Frames` from :func:`_call_rows` of one range,
-    or of several disjoint ranges: the per-series sums and latency histograms are added up in plain Python,
-    and each frame is made once from the rows (the figures add up methods and outcomes themselves)."""
+def _series_totals(raws: list[dict[str, Any]]) -> dict[tuple, list[int]]:
+    """The pieces' per-series sums (:data:`CALL_SUMS`) added up, per series key."""
     totals: dict[tuple, list[int]] = {}
     for raw in raws:
         for row in raw["sums"]:
             values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
             for i, value in enumerate(row[3:]):
                 values[i] += value
+    return totals
+
+
+def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """quality / methods / hourly / errors / calls of :class:`Frames` from :func:`_call_rows` of one range,
+    or of several disjoint ranges: the per-series sums and latency histograms are added up in plain Python,
+    and each frame is made once from the rows (the figures add up methods and outcomes themselves)."""
+    totals = _series_totals(raws)
     if not totals:
         return _call_frames(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
     keys = sorted(totals)
@@ -395,12 +401,7 @@ class CallPieces:
     frames first (after every model call these four tables are made again, issue #25)."""
 
     def __init__(self, raws: list[dict[str, Any]]) -> None:
-        totals: dict[tuple, list[int]] = {}
-        for raw in raws:
-            for row in raw["sums"]:
-                values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
-                for i, value in enumerate(row[3:]):
-                    values[i] += value
+        totals = _series_totals(raws)
         self.raws = raws
         self.keys = sorted(totals)
         self.sums = {name: np.array([totals[key][i] for key in self.keys], dtype=int) for i, name in enumerate(CALL_SUMS)}
@@ -447,17 +448,7 @@ def _faq_rates_of(raws: list[dict[str, Any]]) -> pd.DataFrame:
 
 def _method_mix_of(pieces: CallPieces) -> pd.DataFrame:
     """:func:`method_mix` of the pieces (their rows read as it reads its frame's)."""
-    cells: dict[tuple[str, str], int] = {}
-    for raw in pieces.raws:
-        for task, method, tasks in raw["methods"]:
-            if _present(task) and _present(method):  # as groupby: a missing key is left out
-                cells[task, method] = cells.get((task, method), 0) + int(tasks)
-    if not cells:
-        return pd.DataFrame(columns=["task"])
-    tasks = sorted({task for task, _ in cells})
-    names = sorted({method for _, method in cells})
-    mix = {method: np.array([cells.get((task, method), 0) for task in tasks], dtype=int) for method in names}
-    return pd.DataFrame({"task": tasks, **mix}, columns=["task", *names])
+    return _method_mix_table(row for raw in pieces.raws for row in raw["methods"])
 
 
 def _error_types_of(pieces: CallPieces) -> pd.DataFrame:
@@ -465,14 +456,7 @@ def _error_types_of(pieces: CallPieces) -> pd.DataFrame:
     rows = [row for raw in pieces.raws for row in raw["errors"]]
     if not rows:
         return error_types(Frames(**{**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS, "calls": pieces.calls}))
-    counts: dict[str, int] = {}
-    for error, calls in rows:
-        error = error if _present(error) else UNKNOWN
-        counts[error] = counts.get(error, 0) + int(calls)
-    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    calls = np.array([n for _, n in ordered], dtype=int)
-    share = np.round(calls / pieces.calls, 3) if pieces.calls > 0 else np.zeros(len(calls))
-    return pd.DataFrame({"error_type": [error for error, _ in ordered], "calls": calls, "share_of_calls": share})
+    return _error_types_table(rows, pieces.calls)
 
 
 def _quality_over_time_of(pieces: CallPieces, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
@@ -991,8 +975,13 @@ def method_mix(frames: Frames) -> pd.DataFrame:
     methods = frames.methods
     if methods.empty:
         return pd.DataFrame(columns=["task"])
+    return _method_mix_table(zip(methods["task"].tolist(), methods["method"].tolist(), methods["tasks"].tolist()))
+
+
+def _method_mix_table(rows: Iterable[tuple[Any, Any, Any]]) -> pd.DataFrame:
+    """:func:`method_mix`'s table from ``(task, method, tasks)`` rows, summed per task and method."""
     cells: dict[tuple[str, str], int] = {}
-    for task, method, tasks in zip(methods["task"].tolist(), methods["method"].tolist(), methods["tasks"].tolist()):
+    for task, method, tasks in rows:
         if _present(task) and _present(method):  # as groupby: a missing key is left out
             cells[task, method] = cells.get((task, method), 0) + int(tasks)
     if not cells:
@@ -1009,13 +998,19 @@ def error_types(frames: Frames) -> pd.DataFrame:
     if errors.empty:
         return pd.DataFrame({"error_type": errors["error_type"].astype(object), "calls": errors["calls"].astype(int),
                              "share_of_calls": pd.Series(dtype=float)}, columns=["error_type", "calls", "share_of_calls"])
+    return _error_types_table(zip(errors["error_type"].tolist(), errors["calls"].tolist()), frames.calls)
+
+
+def _error_types_table(rows: Iterable[tuple[Any, Any]], all_calls: int) -> pd.DataFrame:
+    """:func:`error_types`' table from ``(error type, calls)`` rows (a missing type counted as unknown), most
+    frequent first, each a share of ``all_calls``."""
     counts: dict[str, int] = {}
-    for error, calls in zip(errors["error_type"].tolist(), errors["calls"].tolist()):
+    for error, calls in rows:
         error = error if _present(error) else UNKNOWN
         counts[error] = counts.get(error, 0) + int(calls)
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     calls = np.array([n for _, n in ordered], dtype=int)
-    share = np.round(calls / frames.calls, 3) if frames.calls > 0 else np.zeros(len(calls))
+    share = np.round(calls / all_calls, 3) if all_calls > 0 else np.zeros(len(calls))
     return pd.DataFrame({"error_type": [error for error, _ in ordered], "calls": calls, "share_of_calls": share})
 
 
