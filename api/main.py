@@ -176,13 +176,6 @@ async def get_conversations(store: Annotated[Store, Depends(get_store)], client:
     return DiagnosisConversations(store, client=client, owner=owner, retriever=retriever, wait=wait)
 
 
-async def get_debug_log(store: Annotated[Store, Depends(get_store)],
-                        settings: Annotated[Settings, Depends(get_settings)],
-                        owner: Annotated[Identity, Depends(get_owner)]) -> StoredDebugLog | None:
-    """With ``KAIWA_DEBUG`` on, the API's model calls land in the console's shared debug log."""
-    return StoredDebugLog(store, owner) if settings.debug else None
-
-
 class ChatTurn(NamedTuple):
     """What ``POST /api/chat`` needs besides its body: the conversations, the debug log, the caller."""
 
@@ -198,7 +191,8 @@ async def get_chat_turn(request: Request, store: Annotated[Store, Depends(get_st
                         settings: Annotated[Settings, Depends(get_settings)],
                         auth: Annotated[AuthSettings, Depends(get_auth_settings)],
                         wait: Annotated[float, Depends(get_turn_wait)]) -> ChatTurn:
-    """``get_conversations``, ``get_debug_log`` and ``get_owner`` of one turn in one dependency: each
+    """``get_conversations`` and ``get_owner`` of one turn in one dependency, and its debug log (with
+    ``KAIWA_DEBUG`` on, the API's model calls land in the console's shared debug log): each
     replaceable dependency once and nothing twice (FastAPI solves a dependency's whole graph again for every
     route parameter that names it, even when the value comes from its per-request cache: 16 solves per turn
     are 8, the route's, this one's and its six)."""

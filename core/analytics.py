@@ -296,8 +296,10 @@ def _quantile_arrays(raws: list[dict[str, Any]], keys: list[tuple]) -> tuple[Any
     worth = np.array([rollups.bucket_value(int(b)) for b in distinct], dtype=float)
     values = np.full((size, 4), np.nan)
     values[valid] = worth[np.searchsorted(distinct, chosen[valid])]
-    for i in np.flatnonzero(there & (n <= 0)):  # calls adding up to 0: walked as one histogram
-        walked = _histogram_quantile_values(_added_histograms(raw["latency"] for raw in raws)[keys[i]])
+    zero = np.flatnonzero(there & (n <= 0))  # calls adding up to 0: walked as one histogram
+    added = _added_histograms(raw["latency"] for raw in raws) if len(zero) else {}
+    for i in zero:
+        walked = _histogram_quantile_values(added[keys[i]])
         values[i] = [np.nan if v is None else v for v in walked[1:]]
     return np.where(there, n, np.nan).astype(float), values, there
 
@@ -438,12 +440,8 @@ def _quantiles(n: Any, lo: Any, hi: Any, q: float) -> Any:
 
 
 def _faq_rates_of(raws: list[dict[str, Any]]) -> pd.DataFrame:
-    """:func:`faq_rates` of the conversations' pieces (their outcomes added up as ``_faq_counts`` does)."""
-    faq: dict[str, int] = {}
-    for raw in raws:
-        for outcome, exchanges in raw["faq"]:
-            faq[outcome] = faq.get(outcome, 0) + exchanges
-    return _rates(faq)
+    """:func:`faq_rates` of the conversations' pieces (their outcomes added up as for ``_faq_counts``)."""
+    return _rates(_faq_totals(raws))
 
 
 def _method_mix_of(pieces: CallPieces) -> pd.DataFrame:
@@ -599,11 +597,17 @@ def _entry_totals(raws: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([dict(zip(names, totals))])
 
 
-def _faq_counts(raws: list[dict[str, Any]]) -> pd.DataFrame:
+def _faq_totals(raws: list[dict[str, Any]]) -> dict[str, int]:
+    """The pieces' FAQ exchanges added up per outcome, in the order first met."""
     faq: dict[str, int] = {}
     for raw in raws:
         for outcome, exchanges in raw["faq"]:
             faq[outcome] = faq.get(outcome, 0) + exchanges
+    return faq
+
+
+def _faq_counts(raws: list[dict[str, Any]]) -> pd.DataFrame:
+    faq = _faq_totals(raws)
     return pd.DataFrame({"outcome": list(faq), "exchanges": np.array(list(faq.values()), dtype=int)})
 
 

@@ -37,7 +37,7 @@ def bar(data: pd.DataFrame, x: str | None = None, y: str | Sequence[str] | None 
     column, or several side by side / stacked) per ``x`` (a column, else the index), in the data's order."""
     frame = data if x is not None else data.reset_index()
     x = x if x is not None else str(frame.columns[0])
-    ys = [y] if isinstance(y, str) else list(y) if y is not None else [c for c in frame.columns if c != x]
+    ys = plotted(frame, x, y)[1:]
     category = {"field": field(x), "type": "ordinal", "sort": None if not sort else "ascending",
                 "title": x if len(ys) == 1 and not horizontal else "", "axis": {"grid": False}}
     spec: dict[str, Any] = {"$schema": SCHEMA, "mark": {"type": "bar"}, "params": [ZOOM]}
@@ -83,7 +83,8 @@ def line(data: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def plotted(data: pd.DataFrame, x: str, y: str | Sequence[str] | None = None) -> list[str]:
-    """The columns a bar chart along the column ``x`` draws: ``x`` and its ``y`` (as :func:`bar` reads them)."""
+    """The columns a bar chart along the column ``x`` draws: ``x`` and its ``y`` (one column, several, or
+    every other column)."""
     ys = [y] if isinstance(y, str) else list(y) if y is not None else [c for c in data.columns if c != x]
     return [x, *ys]
 

@@ -221,6 +221,7 @@ def _how_to_forms(forms: list[str]) -> bool:
 
 
 CHECK_MEMO = 512  # texts whose rule check each rule set remembers (a turn re-checks every symptom collected)
+CHECK_MEMO_MAX_CHARS = 2000  # a longer text is checked every time (the memo stays small)
 
 
 @dataclass
@@ -233,9 +234,9 @@ class UrgencyRules:
         self._checked = lru_cache(maxsize=CHECK_MEMO)(self._check)
 
     def check(self, text: str | None) -> KeywordUrgency:
-        """:meth:`_check`, remembered per text (:data:`CHECK_MEMO`, short texts only); each caller gets a
-        result of its own (``check_many`` and the fusion change the one they hold)."""
-        if text is not None and (not isinstance(text, str) or len(text) > 2000):
+        """:meth:`_check`, remembered per text (:data:`CHECK_MEMO`, :data:`CHECK_MEMO_MAX_CHARS`); each caller
+        gets a result of its own (``check_many`` and the fusion change the one they hold)."""
+        if text is not None and (not isinstance(text, str) or len(text) > CHECK_MEMO_MAX_CHARS):
             return self._check(text)
         found = self._checked(text)
         return replace(found, reasons=list(found.reasons), rule_ids=list(found.rule_ids))

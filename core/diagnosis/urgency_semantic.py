@@ -74,12 +74,12 @@ LEVEL_VISIT = {"critical": "immediate", "high": "today", "medium": "this_week", 
 SEMANTIC_REASON = "よく似た相談例からの推定"
 
 
-
 @lru_cache(maxsize=512)
 def _re(pattern: str) -> Any:
     """``re2.compile(pattern)``, looked up once: ``re2.search(pattern, …)`` built its options and looked the
     pattern up in re2's cache on every call (the normal cases are matched against every text of a turn)."""
     return re2.compile(pattern)
+
 
 @dataclass(frozen=True)
 class Utterance:
