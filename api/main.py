@@ -58,6 +58,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api.knowledge import router as knowledge_router
 from api.review import queue_latest_answer
 from api.review import router as review_router
+from api.turn_gate import TurnGate
 from core.diagnosis.context import UNSET
 from core.diagnosis.conversation import DiagnosisConversations
 from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo, UrgencyInfo
@@ -394,6 +395,9 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"status": "error", "detail": NOT_TAKEN_MESSAGE, "fallback": True}, status_code=503)
 
 
+TURN_GATE = TurnGate()  # at most KAIWA_API_TURNS_IN_FLIGHT turns in the pool, a session's one at a time (api/turn_gate.py)
+
+
 @app.post("/api/chat", response_model=ChatResponse, summary="問診チャットの 1 ターン",
           responses={404: {"description": "ほかの利用者のセッション（プロキシ認証が有効なとき）"},
                      409: {"description": "同じセッションの前のターンがまだ処理中（何も保存していない）"},
@@ -403,7 +407,8 @@ async def chat(body: ChatRequestBody, turn: Annotated[ChatTurn, Depends(get_chat
     """Seed 000 §1: ``session_id`` null (and nothing else) starts a session; an unknown or expired id
     starts a new one with ``notice``; ``action`` + ``action_value`` press a button; ``rewind_to_turn``
     goes back; ``action: restart`` starts a new session (a new id; the finished one stays as it was)."""
-    return await run_in_threadpool(_chat_turn, body, *turn)
+    async with TURN_GATE.enter(body.session_id, turn.conversations.wait):
+        return await run_in_threadpool(_chat_turn, body, *turn)
 
 
 def _chat_turn(body: ChatRequestBody, conversations: DiagnosisConversations, log: StoredDebugLog | None,
