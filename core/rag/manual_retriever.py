@@ -349,6 +349,13 @@ class ManualRetriever:
             self._readings_of = index
         return self._readings.expand(query)
 
+    def prefetch(self, queries: list[str]) -> None:
+        """Start the query vectors of hybrid searches for ``queries`` about to run
+        (:meth:`core.rag.embeddings._Embedder.prefetch`): nothing when the index holds no vectors."""
+        prefetch = getattr(self.embedder, "prefetch", None)
+        if prefetch is not None and self._index.vectors.size:
+            prefetch(queries)
+
     def search(self, query: str, vehicle_id: str | None = None, n_results: int = 5,
                mode: str = "hybrid") -> list[RetrievedChunk]:
         if mode not in ("hybrid", "bm25", "dense"):

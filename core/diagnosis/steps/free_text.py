@@ -19,7 +19,7 @@ from core.diagnosis.models import ChatRequest, ChatResponse, ChatStep, PromptInf
 from core.diagnosis.rag import rag_search, with_named_case
 from core.diagnosis.steps import diagnosing, reservation, spec_check
 from core.diagnosis.steps.common import add_user, apply_keyword_urgency, respond, save_snapshot
-from core.diagnosis.urgency_semantic import assess, normal_answer_blocked
+from core.diagnosis.urgency_semantic import assess, normal_answer_blocked, prefetch_vote
 
 SYMPTOM_QUESTION = ("どのような症状がありますか？いつ・どんなときに起きるかも含めて、できるだけ具体的に教えてください。"
                     "（例: 「エンジン警告灯がついた」「ブレーキを踏むとキーキー鳴る」）")
@@ -42,6 +42,7 @@ def route_symptom(session: SessionState, text: str, ctx: DiagnosisContext) -> Ch
     keyword = ctx.rules.check(text)
     if keyword.is_critical:
         return _critical(session, ctx, text, keyword)
+    prefetch_vote(text)  # the vote's vector is embedded beside the search's
     hits = with_named_case(ctx, rag_search(ctx, text, session.vehicle_id), text, session.vehicle_id)
     keyword = assess(ctx.rules, [text], text, hits)
     if keyword.is_critical and not spec_check.is_lamp_query(ctx, text):  # (a lamp question: its entry, warnings and all)

@@ -207,3 +207,31 @@ def test_a_tasks_wire_schema_is_built_once_and_each_call_gets_its_own_copy(monke
     again = llm_calls.wire_schema(llm_calls.RAG_ANSWER_TASK)
     assert len(built) == 1 and again == to_strict_schema(load_schema(llm_calls.RAG_ANSWER_TASK))
     assert again["properties"] and again["additionalProperties"] is False
+
+
+def test_a_query_searched_in_two_phrasings_starts_the_second_ones_vector_before_the_first_search(make_ctx):
+    """Issue #25: when the reading expansion gives a second phrasing, its query vector is started (the
+    retriever's ``prefetch``) before the first search embeds its own, so the two are computed side by side."""
+    class Expanding(FakeRetriever):
+        def __init__(self):
+            super().__init__([Hit("m:s1", "ブレーキ鳴き", score=0.7)])
+            self.events: list = []
+
+        def expand_query(self, query):
+            return query + " 金属音"
+
+        def prefetch(self, texts):
+            self.events.append(("prefetch", list(texts)))
+
+        def search(self, query, vehicle_id=None, n_results=5, mode="hybrid"):
+            self.events.append(("search", query))
+            return super().search(query, vehicle_id, n_results, mode)
+
+    retriever = Expanding()
+    rag_search(make_ctx(retriever=retriever), "ブレーキがきしむ", MIRAI)
+    assert retriever.events == [("prefetch", ["ブレーキ 金属音"]), ("search", "ブレーキがきしむ 金属音"),
+                                ("search", "ブレーキ 金属音")]
+    plain = Expanding()
+    plain.expand_query = lambda query: query  # one phrasing: nothing to start beside it
+    rag_search(make_ctx(retriever=plain), "ブレーキがきしむ", MIRAI)
+    assert plain.events == [("search", "ブレーキがきしむ")]

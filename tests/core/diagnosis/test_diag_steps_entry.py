@@ -140,3 +140,26 @@ def test_spec_classification_failure_falls_through_too(make_ctx, session_at):
     r = handle_free_text(session, ChatRequest(message="セレクトレバーがPから動かない"), ctx)
     assert r.current_step == "diagnosing" and not r.fallback
     assert client.tasks() == ["spec_classification"] * 3 + ["diagnostic_response"]  # 1 call + 2 repairs
+
+
+def test_a_symptoms_vote_vector_is_started_before_its_search_and_a_critical_one_starts_none(make_ctx, session_at,
+                                                                                            monkeypatch):
+    """Issue #25: the vote's vector (``prefetch_vote``) is started before the manual search embeds its own, so
+    the two are computed side by side; a symptom the rules already call critical is not voted on."""
+    from core.diagnosis.steps import free_text
+
+    events: list = []
+
+    class Recording(FakeRetriever):
+        def search(self, query, vehicle_id=None, n_results=5, mode="hybrid"):
+            events.append(("search", query))
+            return super().search(query, vehicle_id, n_results, mode)
+
+    monkeypatch.setattr(free_text, "prefetch_vote", lambda text: events.append(("prefetch_vote", text)))
+    ctx = make_ctx(client=TaskClient({"diagnostic_response": [diag()]}), retriever=Recording([Hit("v:s1", "異音")]))
+    handle_free_text(session_at(ChatStep.FREE_TEXT, symptom=""), ChatRequest(message="走行中に異音がする"), ctx)
+    assert events[:2] == [("prefetch_vote", "走行中に異音がする"), ("search", "走行中に異音がする")]
+    events.clear()
+    handle_free_text(session_at(ChatStep.FREE_TEXT, symptom=""), ChatRequest(message="ブレーキペダルが床まで沈む"),
+                     make_ctx(retriever=Recording([Hit("a", "x")])))
+    assert events and not [e for e in events if e[0] == "prefetch_vote"]

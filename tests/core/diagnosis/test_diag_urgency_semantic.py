@@ -325,3 +325,46 @@ def test_a_normal_cases_patterns_are_compiled_once(monkeypatch):
     assert urgency_semantic.text_normal_case(text) == expected
     assert urgency_semantic.text_normal_case(other) == expected_other
     assert first > 0 and len(compiled) == first  # the same texts again compile nothing
+
+
+def test_a_symptoms_vote_vectors_are_prefetched_on_the_side_thread_and_the_vote_embeds_nothing_more(monkeypatch):
+    """Issue #25: the symptom turn starts the vote's vector on the embedder's side thread, beside its search's;
+    the vote then finds it computed. Counted (which thread embedded what), never timed."""
+    import threading
+
+    import core.diagnosis.urgency_semantic as semantic
+    from core.rag.embeddings import QUERY_CACHE, _Embedder, _side_pool
+
+    class Recording(_Embedder):
+        key = "prefetch-vote-test"
+
+        def __init__(self):
+            self.threads: dict[str, str] = {}
+
+        def _query_vector(self, text):
+            self.threads[text] = threading.current_thread().name
+            vector = np.zeros(8, dtype=np.float32)
+            vector[len(text) % 8] = 1.0
+            return vector
+
+    embedder = Recording()
+    model = SemanticUrgencyModel([Utterance("ブレーキが効かない", "critical"), Utterance("エアコンの風が弱い", "low")],
+                                 embedder=embedder, cache_dir=None, shipped_dir=None, learned=None)
+    model.vectors()
+    monkeypatch.setattr(semantic, "enabled", lambda: True)
+    monkeypatch.setattr(semantic, "default_model", lambda: model)
+    QUERY_CACHE.clear()
+    symptom = "ブレーキを踏むとキーキー音がする"
+    assert model.vector_texts(symptom) == [semantic._norm(symptom)]
+    semantic.prefetch_vote(symptom)
+    _side_pool().submit(lambda: None).result(timeout=10)  # the side thread has done its work
+    assert embedder.threads[semantic._norm(symptom)].startswith("query-vector")
+    embedded = len(embedder.threads)
+    semantic.classify(symptom)
+    assert len(embedder.threads) == embedded  # the vote embedded nothing of its own
+    assert model.vector_texts(symptom) == []
+    semantic.prefetch_vote(symptom)  # the vote is remembered: nothing to start
+    semantic.prefetch_vote("engine stalls")  # no Japanese: nothing to embed
+    _side_pool().submit(lambda: None).result(timeout=10)
+    assert len(embedder.threads) == embedded
+    QUERY_CACHE.clear()

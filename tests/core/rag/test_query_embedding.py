@@ -174,3 +174,107 @@ def test_texts_embedded_side_by_side_equal_those_embedded_one_at_a_time():
     for thread in threads:
         thread.join(60)
     assert all(np.array_equal(together[i], alone[i]) for i in range(len(texts)))
+
+
+# ---- one text embedded once; a turn's texts side by side (prefetch) ------------------------------
+class Gated(Spy):
+    """A spy whose embedding of a text listed in ``gates`` waits for that gate (a ``threading.Event`` or
+    ``Barrier``); records which thread embedded what."""
+
+    def __init__(self, gates: dict | None = None):
+        super().__init__("gated")
+        self.gates = gates or {}
+        self.threads: dict[str, str] = {}
+        self.fail: dict[str, int] = {}  # text: how many of its next embeddings fail
+
+    def _query_vector(self, text: str) -> np.ndarray:
+        self.threads[text] = threading.current_thread().name
+        gate = self.gates.get(text)
+        if gate is not None:
+            gate.wait(timeout=5)
+        if self.fail.get(text):
+            self.fail[text] -= 1
+            raise RuntimeError("engine failed")
+        return super()._query_vector(text)
+
+
+def _drain_side_thread() -> None:
+    embeddings._side_pool().submit(lambda: None).result(timeout=10)
+
+
+def test_a_text_being_embedded_is_waited_for_not_embedded_again():
+    gate = threading.Event()
+    spy = Gated({"ブレーキが鳴く": gate})
+    first = threading.Thread(target=spy.query_vector, args=("ブレーキが鳴く",))
+    first.start()
+    while "ブレーキが鳴く" not in spy.threads:
+        time.sleep(0.001)
+    got: list = []
+    second = threading.Thread(target=lambda: got.append(spy.query_vector("ブレーキが鳴く")))
+    second.start()
+    time.sleep(0.05)
+    assert not got  # waiting for the first
+    gate.set()
+    first.join(5)
+    second.join(5)
+    assert spy.embedded == ["ブレーキが鳴く"] and got and got[0][0] == len("ブレーキが鳴く")
+
+
+def test_a_prefetched_text_is_embedded_beside_the_callers_own():
+    meet = threading.Barrier(2, timeout=5)  # broken unless both texts are being embedded at once
+    spy = Gated({"鳴き 金属音": meet, "キーキー音がする": meet})
+    spy.prefetch(["キーキー音がする"])
+    vector = spy.query_vector("鳴き 金属音")
+    assert vector[0] == len("鳴き 金属音")
+    again = spy.query_vector("キーキー音がする")  # computed on the side thread (or being computed): not again
+    assert again[0] == len("キーキー音がする") and sorted(spy.embedded) == sorted(["鳴き 金属音", "キーキー音がする"])
+    assert spy.threads["キーキー音がする"].startswith("query-vector")
+    assert spy.threads["鳴き 金属音"] == threading.current_thread().name
+    spy.prefetch(["キーキー音がする", "鳴き 金属音", "", "  "])  # cached or empty: nothing queued
+    _drain_side_thread()
+    assert len(spy.embedded) == 2
+
+
+def test_a_text_still_queued_on_the_side_thread_is_embedded_by_the_caller_and_only_once():
+    busy = threading.Event()
+    spy = Gated({"長い前の問い合わせ": busy})
+    spy.prefetch(["長い前の問い合わせ"])  # holds the side thread
+    while "長い前の問い合わせ" not in spy.threads:
+        time.sleep(0.001)
+    spy.prefetch(["エンジンがかからない"])  # queued behind it
+    vector = spy.query_vector("エンジンがかからない")  # not held up by the queue
+    assert vector[0] == len("エンジンがかからない") and spy.threads["エンジンがかからない"] == threading.current_thread().name
+    busy.set()
+    _drain_side_thread()
+    assert sorted(spy.embedded) == sorted(["長い前の問い合わせ", "エンジンがかからない"])
+
+
+def test_a_prefetch_that_fails_is_logged_and_the_caller_embeds_the_text(caplog):
+    spy = Gated()
+    spy.fail["壊れる問い合わせ"] = 1
+    spy.prefetch(["壊れる問い合わせ"])
+    _drain_side_thread()
+    assert "not prefetched" in caplog.text and not QUERY_CACHE.known(("gated", "壊れる問い合わせ"))
+    assert spy.query_vector("壊れる問い合わせ")[0] == len("壊れる問い合わせ")
+    assert spy.threads["壊れる問い合わせ"] == threading.current_thread().name
+
+
+def test_a_failed_embedding_lets_a_waiting_caller_embed_it_itself():
+    gate = threading.Event()
+    spy = Gated({"失敗する問い": gate})
+    spy.fail["失敗する問い"] = 1  # the first embedding fails, the engine then recovers
+    errors: list = []
+    first = threading.Thread(target=lambda: errors.append(pytest.raises(RuntimeError, spy.query_vector, "失敗する問い")))
+    first.start()
+    while "失敗する問い" not in spy.threads:
+        time.sleep(0.001)
+    got: list = []
+    second = threading.Thread(target=lambda: got.append(spy.query_vector("失敗する問い")))
+    second.start()
+    time.sleep(0.05)
+    assert not got  # waiting for the first
+    gate.set()
+    first.join(5)
+    second.join(5)
+    assert errors and got and got[0][0] == len("失敗する問い")
+    assert spy.embedded == ["失敗する問い"]  # the second caller's own embedding
