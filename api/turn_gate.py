@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from core.env import bounded
+from core.rag.embeddings import REQUESTS
 from core.store.conversations import TurnBusy, turn_wait
 
 TURNS_IN_FLIGHT = 4  # turns of one worker handed to the thread pool at once; KAIWA_API_TURNS_IN_FLIGHT
@@ -77,7 +78,8 @@ class TurnGate:
                     self.waiting -= 1
                 self.running += 1
                 try:
-                    yield
+                    with REQUESTS.serving():  # a lone turn's query vector may use both cores
+                        yield
                 finally:
                     self.running -= 1
                     places.release()

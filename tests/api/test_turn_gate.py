@@ -13,6 +13,7 @@ import api.main as api_main
 from api.main import app, get_client, get_retriever, get_store, get_turn_wait
 from api.turn_gate import TURNS_IN_FLIGHT, TurnGate, turns_in_flight
 from core.llm.offline import OfflineClient
+from core.rag.embeddings import REQUESTS
 from core.store.conversations import TurnBusy
 from core.store.store import Store
 from tests.core.diagnosis.diagnosis_fakes import KeywordManualRetriever
@@ -135,7 +136,7 @@ def slow_api(tmp_path, monkeypatch):
     app.dependency_overrides[get_store] = lambda: store
     app.dependency_overrides[get_turn_wait] = lambda: 0.3
     monkeypatch.setattr(api_main, "TURN_GATE", TurnGate(limit=2))
-    state = {"inside": 0, "most": 0, "calls": 0, "release": threading.Event()}
+    state = {"inside": 0, "most": 0, "calls": 0, "release": threading.Event(), "requests": []}
     lock = threading.Lock()
     turn = api_main._chat_turn
 
@@ -145,6 +146,7 @@ def slow_api(tmp_path, monkeypatch):
             state["calls"] += 1
             state["most"] = max(state["most"], state["inside"])
         try:
+            state["requests"].append(REQUESTS.count())  # what e5 sees: the requests the worker serves now
             state["release"].wait(10)
             return turn(*args)
         finally:
@@ -172,6 +174,7 @@ def test_the_route_hands_at_most_the_limit_of_turns_to_the_pool_and_answers_ever
         assert [r.status_code for r in answers] == [200] * 6
         assert len({r.json()["session_id"] for r in answers}) == 6
         assert slow_api["most"] == 2 and slow_api["calls"] == 6
+        assert set(slow_api["requests"]) <= {1, 2} and 2 in slow_api["requests"] and REQUESTS.count() == 0
 
     asyncio.run(scenario())
 
@@ -181,6 +184,7 @@ def test_the_route_answers_a_sessions_second_turn_409_without_running_it(slow_ap
         async with _client() as http:
             slow_api["release"].set()
             sid = (await http.post("/api/chat", json={})).json()["session_id"]
+            assert slow_api["requests"] == [1]  # a lone turn: its query vector may use both cores
             slow_api["release"].clear()
             calls = slow_api["calls"]
             body = {"session_id": sid, "action": "select_vehicle", "action_value": "kaiwa-mirai-hv-2022"}

