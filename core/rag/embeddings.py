@@ -352,6 +352,16 @@ def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
     return pool.submit(run).result()
 
 
+def _forget_threads_in_child() -> None:
+    """A forked child has none of its parent's threads: its pools are made anew on first use."""
+    global _cores, _side
+    _cores = _side = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads_in_child)
+
+
 def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:

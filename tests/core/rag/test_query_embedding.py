@@ -436,3 +436,18 @@ def test_a_query_on_two_threads_gives_the_vector_of_one():
         two = np.array(model.query(text))
         embeddings._omp_threads(model, 1)
         assert np.allclose(one, two, atol=1e-5), text
+
+
+def test_a_forked_child_makes_its_own_pools():
+    """The side thread and the ``e5-cores`` thread are the parent's: a forked child must not queue work on them."""
+    embeddings._on_threads(FakeEngine(), 2, lambda: None)
+    embeddings._side_pool()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether the pools were forgotten, then leave at once
+        os.write(write, b"1" if embeddings._cores is None and embeddings._side is None else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(pid, 0)
+    assert embeddings._cores is not None and embeddings._side is not None  # the parent keeps its own
