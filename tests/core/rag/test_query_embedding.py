@@ -202,21 +202,27 @@ def _drain_side_thread() -> None:
     embeddings._side_pool().submit(lambda: None).result(timeout=10)
 
 
-def test_a_text_being_embedded_is_waited_for_not_embedded_again():
-    gate = threading.Event()
-    spy = Gated({"ブレーキが鳴く": gate})
-    first = threading.Thread(target=spy.query_vector, args=("ブレーキが鳴く",))
+def _second_caller_waits(spy: Gated, text: str, first_caller) -> list:
+    """``first_caller`` starts embedding ``text`` and is held at its gate; a second caller of the same text
+    must wait for it (checked) until the gate opens. Returns what the second caller got."""
+    first = threading.Thread(target=first_caller)
     first.start()
-    while "ブレーキが鳴く" not in spy.threads:
+    while text not in spy.threads:
         time.sleep(0.001)
     got: list = []
-    second = threading.Thread(target=lambda: got.append(spy.query_vector("ブレーキが鳴く")))
+    second = threading.Thread(target=lambda: got.append(spy.query_vector(text)))
     second.start()
     time.sleep(0.05)
     assert not got  # waiting for the first
-    gate.set()
+    spy.gates[text].set()
     first.join(5)
     second.join(5)
+    return got
+
+
+def test_a_text_being_embedded_is_waited_for_not_embedded_again():
+    spy = Gated({"ブレーキが鳴く": threading.Event()})
+    got = _second_caller_waits(spy, "ブレーキが鳴く", lambda: spy.query_vector("ブレーキが鳴く"))
     assert spy.embedded == ["ブレーキが鳴く"] and got and got[0][0] == len("ブレーキが鳴く")
 
 
@@ -260,22 +266,11 @@ def test_a_prefetch_that_fails_is_logged_and_the_caller_embeds_the_text(caplog):
 
 
 def test_a_failed_embedding_lets_a_waiting_caller_embed_it_itself():
-    gate = threading.Event()
-    spy = Gated({"失敗する問い": gate})
+    spy = Gated({"失敗する問い": threading.Event()})
     spy.fail["失敗する問い"] = 1  # the first embedding fails, the engine then recovers
     errors: list = []
-    first = threading.Thread(target=lambda: errors.append(pytest.raises(RuntimeError, spy.query_vector, "失敗する問い")))
-    first.start()
-    while "失敗する問い" not in spy.threads:
-        time.sleep(0.001)
-    got: list = []
-    second = threading.Thread(target=lambda: got.append(spy.query_vector("失敗する問い")))
-    second.start()
-    time.sleep(0.05)
-    assert not got  # waiting for the first
-    gate.set()
-    first.join(5)
-    second.join(5)
+    got = _second_caller_waits(spy, "失敗する問い",
+                               lambda: errors.append(pytest.raises(RuntimeError, spy.query_vector, "失敗する問い")))
     assert errors and got and got[0][0] == len("失敗する問い")
     assert spy.embedded == ["失敗する問い"]  # the second caller's own embedding
 
@@ -445,9 +440,9 @@ def test_a_forked_child_makes_its_own_pools():
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report whether the pools were forgotten, then leave at once
-        os.write(write, b"1" if embeddings._cores is None and embeddings._side is None else b"0")
+        os.write(write, b"1" if not embeddings._pools else b"0")
         os._exit(0)
     os.close(write)
     assert os.read(read, 1) == b"1"
     os.waitpid(pid, 0)
-    assert embeddings._cores is not None and embeddings._side is not None  # the parent keeps its own
+    assert {"e5-cores", "query-vector"} <= set(embeddings._pools)  # the parent keeps its own
