@@ -35,6 +35,7 @@ from core.knowledge.export import clean_entry
 from core.knowledge.retrieval import KnowledgeIndex, knowledge_index
 from core.llm.registry import ProviderRegistry
 from core.llm.settings import load_settings
+from core.rag.embeddings import REQUESTS
 from core.store import get_store as shared_store
 from core.store.debug_sink import StoredDebugLog
 from core.store.store import Store
@@ -134,7 +135,8 @@ def list_knowledge(store: Annotated[Store, Depends(get_store)], index: Annotated
     query = q.strip()
     wanted = status or "confirmed"
     if query and wanted == "confirmed":  # ranked search first, then what the library's text search finds too
-        hits = index.search(query, n=limit, contract_type=contract_type.strip() or None)
+        with REQUESTS.serving():  # counted like a chat turn: its query vector does not take both cores beside one
+            hits = index.search(query, n=limit, contract_type=contract_type.strip() or None)
         entries = [_entry(h.entry, h.score) for h in hits]
         ranked = {h.entry_id for h in hits}
         rows = store.list_entries(status=wanted, contract_type=contract_type.strip() or None, query=query, limit=limit)
@@ -152,7 +154,7 @@ def ask_knowledge(body: AskBody, index: Annotated[KnowledgeIndex, Depends(get_in
                   client: Annotated[Any, Depends(get_client)],
                   log: Annotated[StoredDebugLog | None, Depends(get_debug_log)]) -> Any:
     try:
-        with ask_slot():
+        with ask_slot(), REQUESTS.serving():  # counted like a chat turn (core.rag.embeddings.REQUESTS)
             answer = ask(body.question, index, client, log=log)
     except AskBusy as busy:
         return JSONResponse({"detail": busy.message}, status_code=429, headers={"Retry-After": "2"})

@@ -66,8 +66,9 @@ class TurnGate:
                 if not session.lock.locked():
                     await session.lock.acquire()  # free: taken at once, whatever the wait
                 else:
+                    timeout = max(0.0, turn_wait() if wait is None else wait)
                     try:
-                        await asyncio.wait_for(session.lock.acquire(), timeout=max(0.0, turn_wait() if wait is None else wait))
+                        await asyncio.wait_for(session.lock.acquire(), timeout=timeout)
                     except TimeoutError:
                         raise TurnBusy(str(session_id)) from None
             try:

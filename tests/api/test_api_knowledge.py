@@ -83,6 +83,21 @@ def test_ask_answers_from_the_entries_with_sources_most_relevant_first(api, libr
     assert none == {"answer": NO_KNOWLEDGE, "sources": [], "fallback": False}
 
 
+
+def test_a_knowledge_search_and_question_are_counted_as_requests_in_flight(api, monkeypatch):
+    """Like a chat turn, a search or a question is one of the worker's requests in flight while it embeds
+    (``core.rag.embeddings.REQUESTS``): a lone one's query vector may take both cores, never beside another."""
+    from core.rag.embeddings import REQUESTS
+
+    seen: list[int] = []
+    search, ask = api_knowledge.KnowledgeIndex.search, api_knowledge.ask
+    monkeypatch.setattr(api_knowledge.KnowledgeIndex, "search",
+                        lambda self, *a, **k: seen.append(REQUESTS.count()) or search(self, *a, **k))
+    monkeypatch.setattr(api_knowledge, "ask", lambda *a, **k: seen.append(REQUESTS.count()) or ask(*a, **k))
+    assert api.get("/api/knowledge", params={"q": "損害賠償の上限"}).status_code == 200
+    assert api.post("/api/knowledge/ask", json={"question": ONE_SIDED}).status_code == 200
+    assert seen[0] == 1 and seen[1] == 1 and REQUESTS.count() == 0
+
 @pytest.mark.parametrize("body, field, text", [
     ({}, "question", "必須です"),
     ({"question": "   "}, "question", "空にはできません"),
