@@ -158,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ.setdefault("GOMP_SPINCOUNT", "10000")  # as core.rag.embeddings sets it (E5_SPIN_COUNT)
     logging.disable(logging.WARNING)  # expected failures (repairs) would flood the table
     warnings.simplefilter("ignore")
     started = time.perf_counter()

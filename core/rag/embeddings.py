@@ -295,9 +295,7 @@ class ShortestFirstLock:
         try:
             yield
         finally:
-            with self._cond:
-                self._busy -= 1
-                self._cond.notify_all()
+            self._give_back()
 
     @contextmanager
     def spare(self) -> Iterator[bool]:
@@ -311,9 +309,12 @@ class ShortestFirstLock:
             yield got
         finally:
             if got:
-                with self._cond:
-                    self._busy -= 1
-                    self._cond.notify_all()
+                self._give_back()
+
+    def _give_back(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
 
 
 def _omp_threads(model: Any, threads: int) -> None:
