@@ -81,10 +81,15 @@ def check_answer(text: str | None, *, user_text: str | None = None, examples: It
     return None
 
 
+REGENERATION_TAIL = 3  # the question (with its sources), the rejected output, the reason: never dropped by fitting
+
+
 def regeneration_messages(messages: Sequence[dict[str, Any]], raw: str | None, finding: Finding,
                           fields: str = "") -> list[dict[str, Any]]:
     """``messages`` followed by the rejected output (assistant turn, trimmed) and the request to answer
-    again with the reason (``prompts/answer_regenerate.md``)."""
+    again with the reason (``prompts/answer_regenerate.md``). Send it with ``keep_tail=REGENERATION_TAIL``:
+    on a small context, fitting would otherwise drop the question and its sources as older history and
+    keep only the reason."""
     head = str(raw or "")[:RAW_CHARS]
     return [*[dict(m) for m in messages], {"role": "assistant", "content": head or "（空の応答）"},
             {"role": "user", "content": render("answer_regenerate", reason=finding.reason,

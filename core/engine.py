@@ -514,12 +514,14 @@ def structured_call(
     result_cls: type[StructuredResult] = StructuredResult,
     stream_field: str | None = None,
     keep_head: int = 1,
+    keep_tail: int = 1,
 ) -> StructuredResult:
     """Get one schema-valid JSON object from ``client``. See the module docstring.
 
     ``stream_field``: the top-level string the user reads, sent to the page's sink (``core.llm.stream``)
     while the model writes it. ``keep_head``: leading messages (system prompt, pinned examples) that
-    fitting the context never drops."""
+    fitting the context never drops. ``keep_tail``: trailing messages it never drops (1: the current user
+    message; an answer guard's regeneration keeps its question, the rejected answer and the reason: 3)."""
     chain = tuple(strategies or getattr(client, "strategies", None) or DEFAULT_CHAIN)
     if isinstance(getattr(client, "max_repairs", None), int):  # KAIWA_MAX_REPAIRS bounds every call's repairs
         max_repairs = min(max_repairs, client.max_repairs)
@@ -576,7 +578,7 @@ def structured_call(
             while True:  # one model call; a context overflow refits the same request (smaller) and tries again
                 dressed = build_request(strategy, replace(base, messages=convo, max_tokens=repair_limit),
                                         name=name, wire_schema=wire, full_schema=shown_schema)
-                request, fit = plan.prepare(dressed, tail=3 if repair_no else 1)
+                request, fit = plan.prepare(dressed, tail=keep_tail + 2 if repair_no else keep_tail)
                 first_attempt = attempts + 1
                 if plan.overflow is None and fit.get("cannot_fit") and getattr(client, "token_ratio_exact", False):
                     plan.overflow = _wont_fit(plan, fit, model)  # counted with the server's tokenizer: never sent

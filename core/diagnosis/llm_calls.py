@@ -18,7 +18,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from core.answer_guard import check_answer, guarded, offline_client, regeneration_messages
+from core.answer_guard import REGENERATION_TAIL, check_answer, guarded, offline_client, regeneration_messages
 from core.debuglog import CallTags
 from core.diagnosis.context import DiagnosisContext
 from core.diagnosis.models import SessionState
@@ -57,13 +57,15 @@ def tags(session: SessionState, step: str, prompt: str) -> CallTags:
 
 def call_structured(ctx: DiagnosisContext, session: SessionState, *, task: str, messages: list[dict[str, str]],
                     context: dict[str, Any], step: str, prompt: str, temperature: float = 0.3,
-                    max_repairs: int = 2, client: Any = None) -> StructuredResult:
+                    max_repairs: int = 2, client: Any = None, keep_tail: int = 1) -> StructuredResult:
     """One schema-checked call of ``task`` (= the schema name in ``schemas/``); the customer-facing text of
     the diagnostic and RAG answers streams to the page's sink, when it set one. ``client``: another client
-    than the session's (the built-in provider, for the answer guards' offline fallback)."""
+    than the session's (the built-in provider, for the answer guards' offline fallback). ``keep_tail``:
+    trailing messages fitting never drops (``REGENERATION_TAIL`` for an answer guard's second request)."""
     return structured_call(client or ctx.client, messages, schema=load_schema(task), name=task, context=context,
                            log=ctx.log, tags=tags(session, step, prompt), max_repairs=max_repairs, temperature=temperature,
-                           retry=ctx.retry, stream_field=STREAM_FIELDS.get(task), wire_schema=wire_schema(task))
+                           retry=ctx.retry, stream_field=STREAM_FIELDS.get(task), wire_schema=wire_schema(task),
+                           keep_tail=keep_tail)
 
 
 @lru_cache(maxsize=32)  # the diagnosis tasks' schemas (a handful); schema files are read once per process anyway
@@ -107,15 +109,16 @@ def rag_answer(ctx: DiagnosisContext, session: SessionState, question: str, hits
                "vehicle": {"vehicle_id": session.vehicle_id, "make": session.make, "model": session.model,
                            "year": session.year}}
 
-    def call(stack: list[dict[str, str]], client: Any = None) -> StructuredResult:
+    def call(stack: list[dict[str, str]], client: Any = None, keep_tail: int = 1) -> StructuredResult:
         return call_structured(ctx, session, task=RAG_ANSWER_TASK, messages=stack, step=step, prompt=prompt,
-                               context=context, temperature=0.0, client=client)
+                               context=context, temperature=0.0, client=client, keep_tail=keep_tail)
 
     result = call(messages)
     if result.ok:  # the question handed back, a figure no cited section states: once more, then the offline answer
         sources_text = [masked, vehicle, *(f"{h.section}\n{h.text}" for h in cited)]
         checked = guarded(result, lambda r: check_answer(r.data.get("answer"), user_text=masked, sources=sources_text),
-                          lambda finding: call(regeneration_messages(messages, result.raw, finding, "answer, sources")),
+                          lambda finding: call(regeneration_messages(messages, result.raw, finding, "answer, sources"),
+                                               keep_tail=REGENERATION_TAIL),
                           lambda: call(messages, offline_client()), log=ctx.log, task=RAG_ANSWER_TASK, flow=FLOW)
         if checked.result is None:
             return RagAnswer(ok=False, error_type="not_answered")

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, MutableSequence
 
-from core.answer_guard import NOT_ANSWERED, check_answer, guarded, offline_client, regeneration_messages
+from core.answer_guard import NOT_ANSWERED, REGENERATION_TAIL, check_answer, guarded, offline_client, regeneration_messages
 from core.debuglog import CallTags
 from core.engine import structured_call
 from core.faq import answerability, intent_rules, policy, replies
@@ -310,17 +310,18 @@ def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
     context = {"question": question, "query": goal.get("query"), "hits": hits, "parts": parts,
                "max_citations": ctx.config.max_citations}
 
-    def call(client: Any, messages: list[dict[str, Any]], step: str = "NLG") -> Any:
+    def call(client: Any, messages: list[dict[str, Any]], step: str = "NLG", keep_tail: int = 1) -> Any:
         return structured_call(client, messages, schema=load_schema("faq_answer"), name="faq_answer", context=context,
                                log=ctx.log, tags=ctx.tags(step, "faq_answer_system"), temperature=0.2,
-                               stream_field="message")  # the answer streams to the page's sink, when it set one
+                               stream_field="message", keep_tail=keep_tail)  # the answer streams to the page's sink, when it set one
 
     res = call(ctx.client, prompt_messages)
     trace["model_ok"] = res.ok
     if res.ok:  # a non-answer (the question handed back, a figure no cited article states): once more, then offline
         checked = guarded(res, lambda r: _answer_fault(r.data, question, hits),
                           lambda finding: call(ctx.client, regeneration_messages(prompt_messages, res.raw, finding,
-                                                                                 "message, citations"), "NLG-guard"),
+                                                                                 "message, citations"), "NLG-guard",
+                                                 REGENERATION_TAIL),
                           lambda: call(offline_client(), prompt_messages, "NLG-offline"), log=ctx.log, task="faq_answer",
                           flow="faq")
         if checked.changed:

@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, MutableSequence
 
-from core.answer_guard import check_answer, guarded, offline_client, regeneration_messages
+from core.answer_guard import REGENERATION_TAIL, check_answer, guarded, offline_client, regeneration_messages
 from core.debuglog import CallTags
 from core.engine import RetryPolicy, structured_call
 from core.knowledge.answer_guard import checked_answer, masked_hit, quotable_lines
@@ -126,16 +126,17 @@ def ask(question: str, index: KnowledgeIndex, client: Any, *, log: MutableSequen
                                                    entries="\n\n".join(_entry_block(h) for h in hits))}]
     context = {"question": masked, "entries": [_context_entry(h) for h in hits]}
 
-    def call(model: Any, stack: list[dict[str, Any]], step: str = "ask") -> Any:
+    def call(model: Any, stack: list[dict[str, Any]], step: str = "ask", keep_tail: int = 1) -> Any:
         return structured_call(model, stack, schema=load_schema(ASK_TASK), name=ASK_TASK, temperature=0.0,
-                               context=context, log=log, retry=retry,
+                               context=context, log=log, retry=retry, keep_tail=keep_tail,
                                tags=CallTags(session_id=session_id, flow="knowledge", step=step, prompt="knowledge_answer"))
 
     result = call(client, messages)
     if result.ok:  # the question handed back, or a figure no cited entry states: once more, then the offline answer
         checked = guarded(result, lambda r: _non_answer(r.data or {}, masked, hits),
                           lambda finding: call(client, regeneration_messages(messages, result.raw, finding,
-                                                                             "answer, sources"), "ask-guard"),
+                                                                             "answer, sources"), "ask-guard",
+                                                 REGENERATION_TAIL),
                           lambda: call(offline_client(), messages, "ask-offline"), log=log, task=ASK_TASK,
                           flow="knowledge")
         if checked.result is None:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, MutableSequence, Sequence
 
-from core.answer_guard import offline_client
+from core.answer_guard import REGENERATION_TAIL, offline_client
 from core.debuglog import CallTags
 from core.documents import ExtractedDocument
 from core.engine import RetryPolicy
@@ -91,7 +91,7 @@ def submit_turn(chat: MutableSequence[dict[str, Any]], knowledge_outputs: list[d
                  {"role": "assistant", "content": result.raw}]
         return call_llm(instruction, None, system, again, client, turn_schema(), entry_schema(), log=log,
                         tags=CallTags(session_id=session_id, flow="knowledge", step="regenerate",
-                                      prompt="knowledge_regenerate"), retry=retry)
+                                      prompt="knowledge_regenerate"), retry=retry, keep_tail=REGENERATION_TAIL)
 
     def offline() -> TurnResult:  # the built-in interviewer's turn: the fallback of a non-answer (issue #26)
         return call_llm(user_text, file_texts, system, history, offline_client(), turn_schema(), entry_schema(),

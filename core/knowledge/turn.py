@@ -83,8 +83,10 @@ def call_llm(user_text: str, file_texts: Sequence[str] | None, system_prompt: st
              history: Sequence[dict[str, Any]] | None, client: Any, turn_schema: dict[str, Any],
              entry_schema: dict[str, Any], max_repairs: int = 2, *, strategies: Sequence[str] | None = None,
              log: MutableSequence[dict[str, Any]] | None = None, tags: CallTags | None = None,
-             retry: RetryPolicy | None = None) -> TurnResult:
-    """Run one schema-checked knowledge turn. Never raises for bad output or provider errors."""
+             retry: RetryPolicy | None = None, keep_tail: int = 1) -> TurnResult:
+    """Run one schema-checked knowledge turn. Never raises for bad output or provider errors.
+    ``keep_tail``: trailing messages fitting the context never drops (3 for a regeneration: the turn
+    being answered again with its files, the rejected output, the instruction)."""
     messages = build_messages(user_text, file_texts, system_prompt, history)
     wire = to_strict_schema(embed_entry_schema(turn_schema, entry_schema))
     result = structured_call(
@@ -93,6 +95,7 @@ def call_llm(user_text: str, file_texts: Sequence[str] | None, system_prompt: st
         strategies=strategies, max_repairs=max_repairs, repair_fields=TURN_FIELDS,
         log=log, tags=tags or CallTags(flow="knowledge", step="turn", prompt="knowledge_system"),
         retry=retry, result_cls=TurnResult, stream_field=STREAM_FIELD,
-        keep_head=1 + 2 * len(few_shot_examples()))  # fitting the context never drops the examples
+        keep_head=1 + 2 * len(few_shot_examples()),  # fitting the context never drops the examples
+        keep_tail=keep_tail)
     assert isinstance(result, TurnResult)
     return result

@@ -326,3 +326,27 @@ def test_current_turn_is_one_token_per_outermost_turn_deadline():
     assert first is not None and current_turn() is None
     with turn_deadline(30):
         assert current_turn() is not None and current_turn() is not first
+
+
+def test_keep_tail_pins_the_last_messages_through_fitting_and_a_repair():
+    """``keep_tail=3`` (an answer guard's regeneration: the question with its sources, the rejected output,
+    the reason): a small context trims the sources and drops older turns, never those three; a repair of
+    the reply keeps them too, with its own two messages after them."""
+    from core.text.untrusted import OPEN, data_block
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+              "additionalProperties": False}
+    question = "質問: 支払期限は？\n" + data_block("第4条 代金は引渡し後30日以内に支払う。" * 80)
+    stack = [{"role": "system", "content": "S"}, {"role": "user", "content": "前の質問" * 40},
+             {"role": "assistant", "content": "前の回答" * 40}, {"role": "user", "content": question},
+             {"role": "assistant", "content": '{"answer": "支払期限は？"}'}, {"role": "user", "content": "もう一度答えて"}]
+    client = ScriptedClient(["not json", '{"answer": "引渡し後30日以内です。"}'], strategies=(STRUCTURED_OUTPUT,))
+    client.context_tokens = 1000
+    log = []
+    result = structured_call(client, stack, schema=schema, name="t", keep_tail=3, log=log)
+    assert result.ok and len(client.requests) == 2
+    first, repair = client.requests[0].messages, client.requests[1].messages
+    assert "前の質問" not in str(first) and first[-3]["content"].startswith("質問: 支払期限は？") and OPEN in first[-3]["content"]
+    assert first[-2:] == stack[-2:]
+    assert repair[-5]["content"].startswith("質問: 支払期限は？") and repair[-4:-2] == stack[-2:]
+    assert repair[-2]["content"] == "not json"
+    assert "参照テキスト" in " ".join(log[0]["call"]["fit"]) and "以前の会話 2 件を省略しました" in log[0]["call"]["fit"]

@@ -3,6 +3,7 @@ the knowledge page (AppTest) with each strategy, the diagnosis API, the FAQ flow
 What is asserted is the wire (see ``conftest.check_records``), not the words of a 270M model."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,13 @@ from api.main import app, get_client, get_retriever, get_settings
 from core.faq.config import FAQConfig
 from core.faq.flow import ask, start_session
 from core.faq.kb import default_kb
+from core.llm.base import LLMResponse
 from core.llm.registry import ProviderRegistry
 from core.llm.settings import load_settings
 from core.llm.strategies import PROMPT_EXTRACT, STRUCTURED_OUTPUT, TOOL_CALL
 from core.llm.stream import RecordingSink, stream_to
 from core.store import get_store
+from core.text.untrusted import OPEN
 from tests.core.diagnosis.diagnosis_fakes import MIRAI, KeywordManualRetriever
 from tests.real_server.conftest import KNOWLEDGE_OUTPUT_TOKENS, SMALL_CTX, check_records, real_env
 
@@ -120,8 +123,57 @@ def test_faq_flow_through_gemma_on_a_small_context(llama_small, monkeypatch, cha
     assert log[0]["task"] == "faq_intent" and log[0]["strategy"] == chain[0]
     assert not [r for r in log if r["outcome"] == "provider_error:template"]
     # what the model's intent led to decides which nodes ran; when the answer node ran, its articles were
-    # trimmed to the small context before sending and its text streamed
-    for record in (r for r in log if r["task"] == "faq_answer" and not r["call"].get("not_sent")):
+    # trimmed to the small context before sending and its text streamed. The answer guard's second request
+    # (NLG-guard) trims them too, and keeps the question: it once dropped the question and its articles as
+    # older history. The guard's offline fallback sends nothing to the server.
+    sent = [r for r in log if r["task"] == "faq_answer" and r["provider"] != "offline" and not r["call"].get("not_sent")]
+    for record in sent:
         assert "参照テキスト" in " ".join(record["call"].get("fit", [])) and record["call"]["size"] > 0
+        assert not any("以前の会話" in note for note in record["call"].get("fit", []))
         if record["outcome"] == "ok":
             assert sink.updates("faq_answer")
+
+
+class _FirstAnswersScripted:
+    """The real client, with the intent step and the first answer scripted (Gemma 270M's own are too often
+    cut at 768 tokens to reach the guard); the guard's second request goes to the server."""
+
+    def __init__(self, client):
+        self._client, self._answered = client, False
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def complete(self, request):
+        if request.task == "faq_intent":
+            reply = {"intent_type": "faq", "confidence": 0.9, "query": "オイル交換の目安", "keywords": [], "reason": "test"}
+        elif request.task == "faq_answer" and not self._answered:
+            self._answered = True
+            reply = {"message": "オイル交換の目安は？", "citations": [request.context["hits"][0]["id"]]}
+        else:
+            return self._client.complete(request)
+        return LLMResponse(content=json.dumps(reply, ensure_ascii=False), model=self._client.model)
+
+
+def test_faq_answer_guards_second_request_on_a_small_context_keeps_the_question_and_articles(llama_small, monkeypatch):
+    # The first answer hands the question back. The guard's second request (the first, the rejected answer,
+    # the reason) is fitted with the server's own tokenizer to 768 tokens: it keeps the question and the
+    # articles, trimmed to their minimum, and still does not fit, so it is not sent (a typed overflow) and the
+    # offline answer is used. It used to drop the question and articles as older history and send the rest.
+    real_env(monkeypatch, llama_small)
+    client = ProviderRegistry(load_settings()).get_active()
+    client.strategies = (STRUCTURED_OUTPUT,)
+    log = []
+    result = ask(start_session("real-guard"), "オイル交換の目安は？", client=_FirstAnswersScripted(client), kb=default_kb(),
+                 log=log, config=FAQConfig(plan_with_model=False))
+    check_records([r for r in log if r["step"] in ("NLG-guard", "NLG-offline")], model=llama_small.model)
+    found = [g for r in log for g in r.get("guards", [])]
+    assert found and found[0]["guard"] == "echo_user"
+    guard = next(r for r in log if r["task"] == "faq_answer" and r["step"] == "NLG-guard")
+    messages = guard["messages"]
+    assert [m["role"] for m in messages[-3:]] == ["user", "assistant", "user"]
+    assert "オイル交換の目安は？" in messages[-3]["content"] and OPEN in messages[-3]["content"]
+    assert "繰り返" in messages[-1]["content"] and not any("以前の会話" in n for n in guard["call"].get("fit", []))
+    assert guard["call"]["not_sent"] and guard["outcome"] == "provider_error:context_overflow"
+    assert log[-1]["provider"] == "offline" and log[-1]["step"] == "NLG-offline"
+    assert result.outcome == "answered" and result.citations and "オイル" in result.message

@@ -17,6 +17,7 @@ from core.diagnosis.steps.diagnosing import handle_diagnosing
 from core.llm.scripted import ScriptedClient
 from core.paths import ROOT
 from core.schemas import load_schema
+from core.text.untrusted import OPEN
 
 MANUAL = json.loads((ROOT / "data/manuals/kaiwa-trek-4wd-2020.json").read_text(encoding="utf-8"))
 FUEL = next(s for s in MANUAL["sections"] if s["section_id"] == "kaiwa-trek-4wd-2020:s022")  # 季節による影響
@@ -235,3 +236,27 @@ def test_a_query_searched_in_two_phrasings_starts_the_second_ones_vector_before_
     plain.expand_query = lambda query: query  # one phrasing: nothing to start beside it
     rag_search(make_ctx(retriever=plain), "ブレーキがきしむ", MIRAI)
     assert plain.events == [("search", "ブレーキがきしむ")]
+
+
+def test_on_a_small_context_the_guards_second_request_keeps_the_question_and_the_manual(make_ctx, session_at):
+    """The answer guard's regeneration is the first request plus the rejected answer and the reason; fitted
+    to a small context it trims the manual's text as the first did, and never drops the question with it
+    (it did: the model was asked again with only the reason to answer from)."""
+    question = "最近、燃費が悪くなった。タイヤの空気圧は関係ある？"
+    source = {"section_id": FUEL["section_id"], "section": FUEL["section"], "page": 244,
+              "content": "・タイヤ空気圧が規定値（前240kPa／後230kPa）より低くないか。空気圧の低下は燃費悪化の大きな原因です。"}
+    echo = json.dumps({"answer": question, "sources": [source]}, ensure_ascii=False)
+    good = json.dumps({"answer": "タイヤの空気圧が低いと燃費が悪くなります。規定値を確認してください。", "sources": [source]},
+                      ensure_ascii=False)
+    client = ScriptedClient([echo, good])
+    client.context_tokens = 600  # the section does not fit whole
+    log = []
+    result = llm_calls.rag_answer(make_ctx(client=client, log=log), session_at(), question, [hit()])
+    assert result.ok and result.answer.startswith("タイヤの空気圧が低いと")
+    first, second = client.requests[0].messages, client.requests[1].messages
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"] and second[0] == first[0]
+    assert question in second[1]["content"] and OPEN in second[1]["content"] and FUEL["section"] in second[1]["content"]
+    assert second[2]["content"] == echo
+    fits = [r["call"].get("fit", []) for r in log if r["task"] == "rag_answer"]
+    assert len(fits) == 2 and all("参照テキスト" in " ".join(f) for f in fits)
+    assert not any("以前の会話" in note for f in fits for note in f)

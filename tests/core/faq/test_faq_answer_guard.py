@@ -7,6 +7,7 @@ from core.answer_guard import NOT_ANSWERED
 from core.faq import nodes
 from core.faq.flow import ask, start_session
 from core.llm.scripted import ScriptedClient
+from core.text.untrusted import OPEN
 
 QUESTION = "オイル交換の目安はどのくらいですか？"
 INTENT = json.dumps({"intent_type": "faq", "confidence": 0.9, "query": "オイル交換の目安", "keywords": [],
@@ -59,3 +60,21 @@ def test_a_good_answer_is_used_as_it_is(fake_kb, config):
     client = ScriptedClient([INTENT, PLAN, answer("エンジンオイルは5,000kmまたは6か月ごとの交換をおすすめしています。")])
     result = ask(start_session("s"), QUESTION, client=client, kb=fake_kb, config=config)
     assert result.outcome == "answered" and "guard" not in nlg(result) and client.remaining == 0
+
+
+def test_on_a_small_context_the_second_request_keeps_the_question_and_its_articles(fake_kb, config):
+    """The regeneration is the first request plus the rejected answer and the reason. Fitting it to a small
+    context trims the articles, as it did for the first request; it never drops the question with them
+    as older history (it did: the model was asked to answer again with only the reason in front of it)."""
+    log = []
+    client = ScriptedClient([INTENT, PLAN, answer(QUESTION), answer("5,000kmまたは6か月ごとの交換がおすすめです。")])
+    client.context_tokens = 400  # the articles do not fit whole
+    result = ask(start_session("s"), QUESTION, client=client, kb=fake_kb, config=config, log=log)
+    assert result.outcome == "answered" and result.message.startswith("5,000km")
+    first, second = client.requests[-2].messages, client.requests[-1].messages
+    assert second[:len(first)] == first  # the question and its (trimmed) articles, as first sent
+    assert QUESTION in second[-3]["content"] and OPEN in second[-3]["content"] and "kb:101" in second[-3]["content"]
+    assert second[-2]["content"] == answer(QUESTION) and "繰り返し" in second[-1]["content"]
+    fits = [r["call"]["fit"] for r in log if r["task"] == "faq_answer"]
+    assert len(fits) == 2 and all("参照テキスト" in " ".join(f) for f in fits)
+    assert not any("以前の会話" in note for f in fits for note in f)

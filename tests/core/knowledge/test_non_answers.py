@@ -5,11 +5,13 @@ shown. Ask-the-KB: an answer that is the question again, or states a figure no c
 once more and then becomes the offline answer (the entry quoted word for word)."""
 import json
 
+from core.documents import extract_document
 from core.knowledge import guards
 from core.knowledge.ask import ask
 from core.knowledge.session import submit_turn
 from core.llm.scripted import ScriptedClient
 from core.results import NOT_ANSWERED
+from core.text.untrusted import OPEN
 
 GREETING = ("契約審査ナレッジの作成をお手伝いします。まず、どの種類の契約書で、どの条項が問題になったか教えてください。"
             "契約書のファイル（PDF / DOCX / テキスト）を添付していただくこともできます。")
@@ -109,3 +111,47 @@ def test_ask_a_figure_the_entry_states_passes():
     client = ScriptedClient([answer("引渡し後30日以内の支払とするのが当社の例です。", "買主は引渡し後30日以内に代金を支払う。")])
     result = ask("支払期限の書き方は？", OneEntryIndex(), client)
     assert "30日" in result.answer and len(client.requests) == 1
+
+
+# ---- a small context: the second request keeps what is being answered ------------------------------
+# A regeneration is the first request plus the rejected output and the reason. Fitting it to a small
+# context trims the sources and drops older turns; it never drops the question (with its file or entries)
+# as older history, which left the model only the reason to answer from.
+
+CONTRACT = ("第4条（代金の支払）買主は、目的物の引渡しを受けた後、代金を支払うものとする。\n"
+            + "第9条（その他）本契約に定めのない事項は、誠実に協議して定める。\n" * 80)
+
+
+def test_on_a_small_context_an_interview_regeneration_keeps_the_turn_and_its_file():
+    log = []
+    client = ScriptedClient([turn(USER), turn(GOOD)])
+    client.context_tokens = 4000  # the contract does not fit whole
+    chat = [{"role": "user", "content": "前の相談です。" * 30}, {"role": "assistant", "content": "前の回答です。" * 30}]
+    outcome = submit_turn(chat, [], USER, [extract_document("契約書.txt", CONTRACT.encode())], client, log=log)
+    assert outcome.result.ok and chat[-1]["content"] == GOOD
+    second = client.requests[-1].messages
+    asked = second[-3]
+    assert asked["role"] == "user" and USER in asked["content"] and OPEN in asked["content"] and "第4条" in asked["content"]
+    assert second[-2] == {"role": "assistant", "content": turn(USER)} and "繰り返し" in second[-1]["content"]
+    assert "前の相談です" not in str(second)  # the older turn is what went
+    assert "参照テキスト" in " ".join(log[-1]["call"]["fit"])
+
+
+class LongEntryIndex:
+    def search(self, question, n=3):
+        from core.knowledge.retrieval import KnowledgeHit
+        long = dict(ENTRY, review_points="・支払期限が明記されているか確認する\n" + "・支払方法と振込手数料の負担者を確認する\n" * 60)
+        return [KnowledgeHit(entry_id=7, score=0.9, entry=long)]
+
+
+def test_on_a_small_context_an_ask_regeneration_keeps_the_question_and_the_entries():
+    log = []
+    client = ScriptedClient([answer("支払期限の書き方は？"), answer("支払期限を明記するよう求めます（No.7）。")])
+    client.context_tokens = 1200  # the entry does not fit whole
+    result = ask("支払期限の書き方は？", LongEntryIndex(), client, log=log)
+    assert result.answer == "支払期限を明記するよう求めます（No.7）。"
+    first, second = client.requests[0].messages, client.requests[1].messages
+    assert second[:2] == first[:2] and "支払期限の書き方は？" in second[1]["content"] and OPEN in second[1]["content"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert all("参照テキスト" in " ".join(r["call"]["fit"]) for r in log)
+    assert not any("以前の会話" in note for r in log for note in r["call"]["fit"])
