@@ -63,18 +63,25 @@ def test_knowledge_page_streams_through_gemma_with_each_strategy(llama, monkeypa
             assert sum(r["strategy"] == TOOL_CALL for r in records) <= 2
         turn_stats = [s for s in at.session_state["stream_stats"] if s["key"] == "knowledge_llm_turn"]
         stats = turn_stats[-1]
-        assert stats["updates"] >= 2  # deltas reached the page
         last = at.session_state["chat"][-1]
         if replaced:  # the page showed the built-in turn that replaced the model's non-answer
+            assert stats["updates"] >= 2  # the built-in turn streams too
             assert any(g["action"] in ("offline", "not_answered") for r in whole.values() for g in r.get("guards", []))
             continue
-        assert stats["server_ttft_ms"] > 0 and stats["token_to_page_ms"] >= 0
-        if last.get("failed"):  # a typed failure, said in Japanese; nothing the user typed is lost
+        if last.get("failed"):  # a typed failure, said in Japanese; nothing the user typed is lost (what the
+            # model streamed before it failed may be nothing: prose instead of JSON on the prompt_extract chain)
             assert last["error_type"] and at.session_state["chat"][-2]["user_text"]
         else:
+            # deltas reached the page, timed from the server's first token
+            streamed = [s for s in turn_stats if s["ok"]]
+            assert streamed and all(s["updates"] >= 1 and s["server_ttft_ms"] > 0 and s["token_to_page_ms"] >= 0
+                                    for s in streamed)
             # the streamed text is the answer: the last call's, or the first call's when the answer guards'
-            # regeneration failed and the first turn was kept (a CI run: regeneration cut off at the length cap)
-            assert last["content"] and any(s["ok"] and s["chars"] == len(last["content"]) for s in turn_stats)
+            # regeneration failed and the first turn was kept (a CI run: regeneration cut off at the length cap).
+            # The page may add a note after it (a typed 「確定しました」 without a confirmed entry).
+            note = last.get("confirmation_note")
+            said = last["content"][:-len(note)].rstrip() if note else last["content"]
+            assert said and any(s["chars"] == len(said) for s in streamed)
 
 
 def test_diagnosis_api_through_gemma(llama, monkeypatch, tmp_path):
@@ -126,10 +133,14 @@ def test_faq_flow_through_gemma_on_a_small_context(llama_small, monkeypatch, cha
     # trimmed to the small context before sending and its text streamed. The answer guard's second request
     # (NLG-guard) trims them too, and keeps the question: it once dropped the question and its articles as
     # older history. The guard's offline fallback sends nothing to the server.
+    # Whether the articles needed trimming depends on how many the model's query found: every request sent
+    # fits the context, and any cut was of the articles, never of the question.
     sent = [r for r in log if r["task"] == "faq_answer" and r["provider"] != "offline" and not r["call"].get("not_sent")]
     for record in sent:
-        assert "参照テキスト" in " ".join(record["call"].get("fit", [])) and record["call"]["size"] > 0
-        assert not any("以前の会話" in note for note in record["call"].get("fit", []))
+        call = record["call"]
+        assert call["size"] > 0 and call["prompt_tokens_est"] + call["max_tokens"] <= call["context_tokens"] == SMALL_CTX
+        assert all("参照テキスト" in note for note in call.get("fit", []))
+        assert any("オイル交換の目安は？" in m["content"] for m in record["messages"] if m["role"] == "user")
         if record["outcome"] == "ok":
             assert sink.updates("faq_answer")
 

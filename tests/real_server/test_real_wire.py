@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from core.engine import structured_call, text_call
+from core.engine import RetryPolicy, structured_call, text_call
 from core.faq.kb import default_kb
 from core.faq.nodes import _articles_text
 from core.knowledge.turn import call_llm, entry_schema, system_prompt, turn_schema
@@ -85,8 +85,9 @@ def test_the_first_token_timeout_includes_the_queue_of_a_busy_server(llama_small
     generating = threading.Event()
 
     def occupy_the_only_slot() -> None:
+        # it writes until the context is full (ignore_eos), whatever it says: the only slot stays busy
         body = {"model": llama_small.model, "messages": [{"role": "user", "content": "Count from 1 to 500."}],
-                "max_tokens": 400, "stream": True}
+                "max_tokens": 4000, "temperature": 0, "ignore_eos": True, "stream": True}
         with httpx.stream("POST", f"{llama_small.base_url}/chat/completions", json=body, timeout=300) as response:
             for _ in response.iter_lines():
                 generating.set()
@@ -102,7 +103,7 @@ def test_the_first_token_timeout_includes_the_queue_of_a_busy_server(llama_small
         log = []
         started = time.monotonic()
         result = structured_call(client, [{"role": "user", "content": "こんにちは"}], schema=load_schema("faq_plan"),
-                                 name="faq_plan", log=log, deadline=60)
+                                 name="faq_plan", log=log, deadline=60, retry=RetryPolicy(max_retries=0))
         assert time.monotonic() - started < 45
         assert not result.ok and result.provider_error == "timeout" and result.timer == "first_token"
         assert "最初のトークン待ち" in result.status_label
