@@ -10,7 +10,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, MutableSequence
 
-from core.answer_guard import NOT_ANSWERED, REGENERATION_TAIL, check_answer, guarded, offline_client, regeneration_messages
+from core.answer_guard import (
+    NOT_ANSWERED,
+    REGENERATION_TAIL,
+    check_answer,
+    guarded,
+    offline_client,
+    regeneration_messages,
+)
 from core.debuglog import CallTags
 from core.engine import structured_call
 from core.faq import answerability, intent_rules, policy, replies
@@ -313,7 +320,8 @@ def nlg(view: StateView, ctx: FlowContext) -> dict[str, Any]:
     def call(client: Any, messages: list[dict[str, Any]], step: str = "NLG", keep_tail: int = 1) -> Any:
         return structured_call(client, messages, schema=load_schema("faq_answer"), name="faq_answer", context=context,
                                log=ctx.log, tags=ctx.tags(step, "faq_answer_system"), temperature=0.2,
-                               stream_field="message", keep_tail=keep_tail)  # the answer streams to the page's sink, when it set one
+                               stream_field="message",  # the answer streams to the page's sink, when it set one
+                               keep_tail=keep_tail)
 
     res = call(ctx.client, prompt_messages)
     trace["model_ok"] = res.ok

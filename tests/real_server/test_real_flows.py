@@ -135,10 +135,12 @@ def test_faq_flow_through_gemma_on_a_small_context(llama_small, monkeypatch, cha
     # older history. The guard's offline fallback sends nothing to the server.
     # Whether the articles needed trimming depends on how many the model's query found: every request sent
     # fits the context, and any cut was of the articles, never of the question.
-    sent = [r for r in log if r["task"] == "faq_answer" and r["provider"] != "offline" and not r["call"].get("not_sent")]
+    sent = [r for r in log
+            if r["task"] == "faq_answer" and r["provider"] != "offline" and not r["call"].get("not_sent")]
     for record in sent:
         call = record["call"]
-        assert call["size"] > 0 and call["prompt_tokens_est"] + call["max_tokens"] <= call["context_tokens"] == SMALL_CTX
+        assert call["size"] > 0 and call["context_tokens"] == SMALL_CTX
+        assert call["prompt_tokens_est"] + call["max_tokens"] <= call["context_tokens"]
         assert all("参照テキスト" in note for note in call.get("fit", []))
         assert any("オイル交換の目安は？" in m["content"] for m in record["messages"] if m["role"] == "user")
         if record["outcome"] == "ok":

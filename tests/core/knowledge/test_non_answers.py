@@ -131,7 +131,8 @@ def test_on_a_small_context_an_interview_regeneration_keeps_the_turn_and_its_fil
     assert outcome.result.ok and chat[-1]["content"] == GOOD
     second = client.requests[-1].messages
     asked = second[-3]
-    assert asked["role"] == "user" and USER in asked["content"] and OPEN in asked["content"] and "第4条" in asked["content"]
+    assert asked["role"] == "user" and USER in asked["content"]
+    assert OPEN in asked["content"] and "第4条" in asked["content"]
     assert second[-2] == {"role": "assistant", "content": turn(USER)} and "繰り返し" in second[-1]["content"]
     assert "前の相談です" not in str(second)  # the older turn is what went
     assert "参照テキスト" in " ".join(log[-1]["call"]["fit"])
