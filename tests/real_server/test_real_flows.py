@@ -129,12 +129,11 @@ def test_faq_flow_through_gemma_on_a_small_context(llama_small, monkeypatch, cha
     check_records(log, model=llama_small.model)
     assert log[0]["task"] == "faq_intent" and log[0]["strategy"] == chain[0]
     assert not [r for r in log if r["outcome"] == "provider_error:template"]
-    # what the model's intent led to decides which nodes ran; when the answer node ran, its articles were
-    # trimmed to the small context before sending and its text streamed. The answer guard's second request
-    # (NLG-guard) trims them too, and keeps the question: it once dropped the question and its articles as
-    # older history. The guard's offline fallback sends nothing to the server.
-    # Whether the articles needed trimming depends on how many the model's query found: every request sent
-    # fits the context, and any cut was of the articles, never of the question.
+    # what the model's intent led to decides which nodes ran. When the answer node ran, every request it sent
+    # (the answer guard's second one, NLG-guard, too) fits the small context, any cut was of the articles
+    # (whether one was needed depends on how many the model's query found), the question is still in it (the
+    # guard's request once lost it as older history), and an answer that came back streamed. The guard's
+    # offline fallback sends nothing to the server.
     sent = [r for r in log
             if r["task"] == "faq_answer" and r["provider"] != "offline" and not r["call"].get("not_sent")]
     for record in sent:
