@@ -637,7 +637,7 @@ def read_part(store: Store, part: str, since: datetime, until: datetime, provide
     :func:`providers_seen` finds for it, in the same statements; ``None`` when filtered)."""
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
-    with store.engine.connect() as conn:
+    with store.read_connection() as conn:
         if part == "conversations":
             return _conversation_rows(conn, lo, hi, chosen)
         return _call_rows(conn, _japan_day(lo), _japan_day(hi), chosen)
@@ -779,7 +779,7 @@ def load_frames(store: Store, since: str | date | datetime | None = None, until:
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
     loaded = {**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}
-    with store.engine.connect() as conn:
+    with store.read_connection() as conn:
         for part in parts:
             if grouped and part == "conversations":
                 loaded.update(_conversation_shape([_conversation_rows(conn, lo, hi, chosen)]))
@@ -851,7 +851,7 @@ def providers_seen(store: Store, ranges: dict[str, tuple[Any, Any]]) -> list[str
             selects.append(f"SELECT DISTINCT COALESCE(NULLIF(provider, ''), :unknown) FROM debug_records WHERE {moments}")
     if not selects:
         return []
-    with store.engine.connect() as conn:
+    with store.read_connection() as conn:
         return [row[0] for row in conn.execute(rollups.statement(" UNION ".join(selects)), params) if row[0] is not None]
 
 

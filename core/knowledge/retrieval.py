@@ -125,13 +125,13 @@ class KnowledgeIndex:
     # ---- keeping in line with the store ------------------------------------------------------------
     def _confirmed_versions(self) -> dict[int, int]:
         c = t.knowledge_entries.c
-        with self.store.engine.connect() as conn:
+        with self.store.read_connection() as conn:
             return {int(r.id): int(r.version) for r in conn.execute(select(c.id, c.version).where(c.status == "confirmed"))}
 
     def _read(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         c = t.knowledge_entries.c
         rows: list[dict[str, Any]] = []
-        with self.store.engine.connect() as conn:
+        with self.store.read_connection() as conn:
             for start in range(0, len(ids), 500):
                 part = list(ids[start:start + 500])
                 rows += [r._asdict() for r in conn.execute(select(t.knowledge_entries).where(c.id.in_(part)))]

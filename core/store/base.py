@@ -185,6 +185,13 @@ class StoreBase:
         self.url = url or default_url()
         self.engine = engine or create_store_engine(self.url)
         self._writer = self.engine.execution_options(kaiwa_write=True)
+        # PostgreSQL reads in autocommit: at READ COMMITTED each statement takes its own snapshot in a
+        # transaction too, so a read's BEGIN and ROLLBACK were two round trips that bought nothing (SQLite
+        # keeps its transaction: there one read transaction is one snapshot).
+        autocommit = self.engine.dialect.name == "postgresql"
+        self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT") if autocommit else self.engine
+        self._writer_alone = (self.engine.execution_options(isolation_level="AUTOCOMMIT", kaiwa_write=True)
+                              if autocommit else None)
         self._write_failure: BaseException | None = None  # the last write's outage error, until one succeeds
         self._failure_lock = threading.Lock()
         self._reads = threading.local()  # conn: this thread's shared read connection (:meth:`reading`)
@@ -216,19 +223,41 @@ class StoreBase:
                 self._write_failure = exc
             raise
 
-    def _read(self):
+    @contextmanager
+    def _write_alone(self) -> Iterator[Any]:
+        """A write of one statement (or one statement and reads after it), which is its own transaction: on
+        PostgreSQL in autocommit (no ``BEGIN`` and ``COMMIT`` round trips around it), elsewhere
+        :meth:`_write`. A write outage is remembered as :meth:`_write` does."""
+        if self._writer_alone is None:
+            with self._write() as conn:
+                yield conn
+            return
+        try:
+            with self._writer_alone.connect() as conn:
+                yield conn
+        except WRITE_OUTAGE_ERRORS as exc:
+            with self._failure_lock:
+                self._write_failure = exc
+            raise
+
+    def read_connection(self) -> Any:
+        """``with store.read_connection() as conn:`` a connection to read with (nothing written through
+        it): this thread's shared one inside :meth:`reading`; on PostgreSQL in autocommit (every statement
+        its own snapshot, as at READ COMMITTED in a transaction, without the ``BEGIN`` and ``ROLLBACK``)."""
         pinned = getattr(self._reads, "conn", None)
-        return nullcontext(pinned) if pinned is not None else self.engine.connect()
+        return nullcontext(pinned) if pinned is not None else self._reader.connect()
+
+    _read = read_connection
 
     @contextmanager
     def reading(self) -> Iterator[None]:
-        """``with store.reading():`` the reads this thread makes inside the block share one connection and
-        one transaction (a chat turn reads its conversation row and its turns together: one ``BEGIN``, one
-        pool checkout instead of two). Nested blocks use the outer one's."""
+        """``with store.reading():`` the reads this thread makes inside the block share one connection (a
+        chat turn reads its conversation row and its turns together: one pool checkout instead of two) and,
+        on SQLite, one transaction (one snapshot). Nested blocks use the outer one's."""
         if getattr(self._reads, "conn", None) is not None:
             yield
             return
-        with self.engine.connect() as conn:
+        with self._reader.connect() as conn:
             self._reads.conn = conn
             try:
                 yield

@@ -318,7 +318,7 @@ class ConversationsStore:
         deadline = time.monotonic() + max(0.0, turn_wait() if wait is None else wait)
         pause = 0.02
         while True:
-            with self._write() as conn:
+            with self._write_alone() as conn:  # one UPDATE (the read after it only when it took nothing)
                 taken = conn.execute(_ACQUIRE, {"cid": conversation_id, "now": _lease_time(), "token": token,
                                                 "until": _lease_time(self._lease_for(hold))}).rowcount
                 if not taken and conn.execute(_EXISTS, {"cid": conversation_id}).first() is None:
@@ -343,11 +343,11 @@ class ConversationsStore:
     def renew_turn(self, conversation_id: str, token: str, *, hold: float) -> None:
         """Check that ``token`` still holds the lease and extend it by ``hold`` seconds, at most one lease
         (before a turn's writes, and the heartbeat); :class:`TurnBusy` when another turn took it over."""
-        with self._write() as conn:
+        with self._write_alone() as conn:
             self._check_lease(conn, conversation_id, token, hold)
 
     def release_turn(self, conversation_id: str, token: str) -> None:
-        with self._write() as conn:
+        with self._write_alone() as conn:
             conn.execute(update(t.conversations).where(t.conversations.c.id == conversation_id,
                                                        t.conversations.c.turn_token == token)
                          .values(turn_token=None, turn_until=None))

@@ -216,6 +216,46 @@ def test_an_api_turn_reads_its_conversation_and_its_turns_in_one_transaction(any
     assert len(convs.transcript) >= 5  # the earlier turns were read back, the new one added
 
 
+def _in_transaction(dbapi_connection) -> bool:
+    """Whether the driver's connection is inside a transaction it began (psycopg: its status; sqlite3)."""
+    info = getattr(dbapi_connection, "info", None)
+    if info is not None and hasattr(info, "transaction_status"):
+        return info.transaction_status.name != "IDLE"
+    return bool(dbapi_connection.in_transaction)
+
+
+def test_on_postgresql_an_api_turns_reads_and_lease_send_no_begin_or_rollback(any_url):
+    """Issue #25: on PostgreSQL the turn's read (the conversation row and its turns) and its lease (one
+    ``UPDATE``) run in autocommit, so only the chat write is a transaction (``BEGIN`` … ``COMMIT``): at READ
+    COMMITTED each statement had its own snapshot inside a transaction too, and the read's ``BEGIN`` and
+    ``ROLLBACK`` and the lease's ``BEGIN`` and ``COMMIT`` were four round trips of a turn's ≈ 12. SQLite
+    keeps every read in its transaction (one snapshot for the whole read). Checked at the driver, after
+    each statement."""
+    convs = _convs(any_url)
+    sid = convs.handle(ChatRequest()).session_id
+    convs.handle(ChatRequest(session_id=sid, action="select_vehicle", action_value=MIRAI))
+    seen: list[tuple[str, bool]] = []
+
+    def after(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement.split()[0].upper(), _in_transaction(conn.connection.dbapi_connection)))
+
+    event.listen(convs.store.engine, "after_cursor_execute", after)
+    try:
+        convs.handle(ChatRequest(session_id=sid, action="confirm_photo", action_value="yes"))
+    finally:
+        event.remove(convs.store.engine, "after_cursor_execute", after)
+    first_insert = next(i for i, (verb, _) in enumerate(seen) if verb == "INSERT")
+    reads = [inside for verb, inside in seen[:first_insert] if verb == "SELECT"]
+    lease = seen[0]
+    assert lease[0] == "UPDATE" and len(reads) == 2
+    chat_write = seen[first_insert - 1:]  # its fence check, the turn's rows, the conversation's update
+    assert [verb for verb, _ in chat_write][:2] == ["UPDATE", "INSERT"] and all(inside for _, inside in chat_write)
+    if convs.store.dialect == "postgresql":
+        assert not lease[1] and not any(reads)
+    else:
+        assert lease[1] and all(reads)
+
+
 def test_a_turn_that_fails_stores_neither_its_session_nor_its_transcript(tmp_path, monkeypatch):
     """The session's write waits for the transcript's: a turn whose transcript write fails leaves the stored
     conversation as it was (the next turn answers the same prompt again)."""
