@@ -552,7 +552,7 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
     keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
     sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
-    joined = f"FROM rollup_faq f JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}"
+    faq_where = _range("f.created_at", lo, hi) + (" AND f.provider IN :providers" if chosen else "")
     rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
@@ -563,7 +563,8 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
                                f"WHERE {where} GROUP BY c.provider")
     for kind, outcome, question, exchanges, last in _rows(
             conn, f"SELECT 'faq' AS kind, f.outcome, f.question, SUM(f.exchanges) AS exchanges, "
-                  f"MAX(f.last_asked) AS last_asked {joined} GROUP BY f.outcome, f.question{named}",
+                  f"MAX(f.last_asked) AS last_asked FROM rollup_faq f WHERE {faq_where} "
+                  f"GROUP BY f.outcome, f.question{named}",
             params, bool(chosen)):
         if kind == "provider":
             providers.append(outcome)
@@ -733,8 +734,9 @@ def _conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[
     where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
     rows = _query(conn, f"SELECT {', '.join('c.' + n for n in CONVERSATION_COLUMNS + ENTRY_COLUMNS)} "
                         f"FROM rollup_conversations c WHERE {where} ORDER BY c.created_at, c.id", params, bool(chosen))
+    faq_where = _range("f.created_at", lo, hi) + (" AND f.provider IN :providers" if chosen else "")
     faq = _query(conn, "SELECT f.outcome, f.question, f.exchanges, f.last_asked FROM rollup_faq f "
-                       f"JOIN rollup_conversations c ON c.id = f.conversation_id WHERE {where}", params, bool(chosen))
+                       f"WHERE {faq_where}", params, bool(chosen))
     conversations = rows[list(CONVERSATION_COLUMNS)].copy()
     for column in ("started", "finalized", "confirmed", "booked"):
         conversations[column] = conversations[column].fillna(0).astype(int).astype(bool)

@@ -204,15 +204,19 @@ ORDER BY c.created_at, c.id"""
 CONVERSATION_ROW = ("id", "flow", "created_at", "started", "provider", "max_rank", "last_phase", "finalized",
                     "confirmed", "to_draft", "to_finalize", "final_step", "urgency", "booked", "answers", "cited",
                     "citing", "entries", "entries_draft", "entries_confirmed", "entries_archived", "entries_ever")
-FAQ_ROW = ("conversation_id", "outcome", "question", "exchanges", "last_asked")  # the columns FAQ_SQL selects
+FAQ_ROW = ("conversation_id", "outcome", "question", "exchanges", "last_asked", "created_at",
+           "provider")  # the columns FAQ_SQL selects
 
+# the conversation's creation time and provider ride along (its rollup row's: both are recounted together),
+# so 分析 reads a range's FAQ rows by their own index, without a lookup per conversation (0011)
 FAQ_SQL = """
 SELECT t.conversation_id, COALESCE(t.step, :unknown) AS outcome,
   CASE WHEN t.step = 'not_found' THEN t.user_input END AS question, COUNT(*) AS exchanges,
-  MAX(t.created_at) AS last_asked
+  MAX(t.created_at) AS last_asked, c.created_at, c.provider
 FROM turns t JOIN cohort c ON c.id = t.conversation_id
 WHERE c.flow = 'faq' AND c.started = 1 AND NOT t.superseded AND t.role = 'exchange'
-GROUP BY t.conversation_id, COALESCE(t.step, :unknown), CASE WHEN t.step = 'not_found' THEN t.user_input END"""
+GROUP BY t.conversation_id, COALESCE(t.step, :unknown), CASE WHEN t.step = 'not_found' THEN t.user_input END,
+  c.created_at, c.provider"""
 
 
 def calls_sql(where: str, providers: bool = False) -> str:

@@ -278,8 +278,11 @@ rollup_faq = Table(  # per FAQ conversation, outcome and (for not_found) questio
     Column("question", Text, nullable=True),
     Column("exchanges", Integer, nullable=False),
     Column("last_asked", String(32), nullable=True),
+    Column("created_at", String(32), nullable=True),  # the conversation's (0011): a range reads this table alone
+    Column("provider", String(40), nullable=True),  # the conversation's (0011)
 )
 Index("ix_rollup_faq_conversation", rollup_faq.c.conversation_id)
+Index("ix_rollup_faq_created", rollup_faq.c.created_at)
 rollup_tasks = Table(  # per Japan day, task, provider, prompt version: model tasks (a first call and its repairs)
     "rollup_tasks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),

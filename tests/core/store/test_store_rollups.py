@@ -442,3 +442,82 @@ def test_the_exact_day_migration_keeps_the_marks_meaning_both_ways(store_url, op
     store.add_debug_record(record(None, at="2025-06-12T03:00:00.000+00:00"), operator)
     assert {day for _, day in marks(store) if day} == {"2025-06-11", "20250612a"}
     store.engine.dispose()
+
+
+def test_a_ranges_faq_rows_are_read_by_their_own_time_without_a_lookup_per_conversation(tmp_path, operator):
+    """分析's FAQ outcomes and not-found questions of a range read ``rollup_faq`` by its creation-time index
+    (the conversation's time and provider ride in its rows: 0011), not through ``rollup_conversations`` one
+    conversation at a time (PostgreSQL: a nested loop over today's ≈ 800 conversations, ≈ 1.5 ms after every
+    write; issue #25). SQLite's query plan; the rows carry their conversation's time and provider."""
+    from core.analytics import read_part
+    from core.store.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'faq.db'}")
+    cids = [store.create_conversation("faq", operator) for _ in range(3)]
+    for i, cid in enumerate(cids):
+        store.append_turn(cid, {"user": f"質問 {i}", "provider": "offline"}, role="exchange",
+                          step="not_found" if i else "answered", provider="offline", user_input=f"質問 {i}")
+    store.refresh_rollups()
+    with store.read_connection() as conn:
+        rows = conn.execute(select(t.rollup_faq.c.conversation_id, t.rollup_faq.c.created_at,
+                                   t.rollup_faq.c.provider)).all()
+        conversations = {r.id: (r.created_at, r.provider) for r in conn.execute(
+            select(t.rollup_conversations.c.id, t.rollup_conversations.c.created_at, t.rollup_conversations.c.provider))}
+    assert len(rows) == 3 and all((r.created_at, r.provider) == conversations[r.conversation_id] for r in rows)
+    seen: list[tuple[str, tuple]] = []
+    listener = (lambda conn, cursor, statement, parameters, *args: seen.append((statement, tuple(parameters)))
+                if "rollup_faq" in statement else None)
+    event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        got = read_part(store, "conversations", datetime(2000, 1, 1, tzinfo=timezone.utc),
+                        datetime(2100, 1, 1, tzinfo=timezone.utc))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", listener)
+    assert dict(got["faq"]) == {"answered": 1, "not_found": 2} and len(got["missed"]) == 2
+    raw = store.engine.raw_connection()
+    try:
+        (plan,) = [[row[3] for row in raw.cursor().execute("EXPLAIN QUERY PLAN " + sql, parameters).fetchall()]
+                   for sql, parameters in seen]
+    finally:
+        raw.close()
+    faq_reads = [step for step in plan if " f " in f" {step} "]
+    assert faq_reads and all("ix_rollup_faq_created" in step for step in faq_reads), plan
+    assert not [step for step in plan if "rollup_conversations" in step and "USING INDEX ix_rollup_conversations_created"
+                not in step], plan  # the providers' half reads the conversations by time too; nothing per row
+    store.engine.dispose()
+
+
+def test_the_faq_time_migration_fills_the_rows_already_counted(store_url, operator):
+    """0011 adds the conversation's time and provider to the FAQ rows already counted (from their conversation's
+    rollup row), so a range's figures are the same before and after it; down to 0010 and up again."""
+    from sqlalchemy import create_engine
+
+    from core.analytics import read_part
+    from core.store.store import Store
+    from tests.core.store.test_people_names import _alembic
+
+    store = Store(store_url)
+    for i in range(2):
+        cid = store.create_conversation("faq", operator)
+        store.append_turn(cid, {"user": f"質問 {i}"}, role="exchange", step="not_found", provider="offline")
+    store.refresh_rollups()
+    span = (datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
+    before = read_part(store, "conversations", *span)
+    store.engine.dispose()
+    _alembic(store_url, "0010", down=True)
+    engine = create_engine(store_url)  # the database as 0010 left it: no such columns
+    with engine.begin() as conn:
+        columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(rollup_faq)")} if (
+            engine.dialect.name == "sqlite") else {row[0] for row in conn.exec_driver_sql(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'rollup_faq'")}
+        assert "created_at" not in columns and "provider" not in columns
+    engine.dispose()
+    _alembic(store_url, "head")
+    store = Store(store_url)
+    with store.read_connection() as conn:
+        filled = conn.execute(select(t.rollup_faq.c.created_at, t.rollup_faq.c.provider)).all()
+    assert len(filled) == 2 and all(at and provider == "offline" for at, provider in filled)
+    after = read_part(store, "conversations", *span)
+    assert after["faq"] == before["faq"] and after["missed"] == before["missed"]
+    assert dict(after["faq"]) == {"not_found": 2}
+    store.engine.dispose()
