@@ -521,3 +521,36 @@ def test_the_faq_time_migration_fills_the_rows_already_counted(store_url, operat
     assert after["faq"] == before["faq"] and after["missed"] == before["missed"]
     assert dict(after["faq"]) == {"not_found": 2}
     store.engine.dispose()
+
+
+def test_on_postgresql_a_refresh_plans_its_statements_once_per_connection(operator):
+    """Issue #25: the refresh's statements are prepared on their first execution and planned generically, so
+    the recount's ``INSERT … SELECT`` and the calls' counts are planned once per connection, not after every
+    write (planning was about half of the database's time in a refresh). PostgreSQL's own record of the
+    connection's prepared statements (``pg_prepared_statements``: how often each was planned); the connection's
+    threshold for other statements is left as it was."""
+    from sqlalchemy import create_engine
+
+    from core.store.db import create_scratch_database
+    from core.store.store import Store
+    from tests.helpers.pg import shared_pg_url
+
+    url = create_scratch_database(shared_pg_url())
+    store = Store(url, engine=create_engine(url, pool_size=1, max_overflow=0))  # every refresh on one connection
+    try:
+        for i in range(4):  # four chat turns, each with its model call, each refreshed
+            cid = store.create_conversation("faq", operator)
+            store.append_turn(cid, {"user": f"質問 {i}"}, role="exchange", step="answered", provider="offline")
+            store.add_debug_record(record(cid), operator)
+            assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+        with store.engine.connect() as conn:
+            plans = {" ".join(sql.split())[:40]: (generic, custom) for sql, generic, custom in conn.exec_driver_sql(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")}
+            threshold = conn.connection.dbapi_connection.prepare_threshold
+        recount = plans["INSERT INTO rollup_conversations (id, fl"]
+        counts = next(v for k, v in plans.items() if k.startswith("SELECT 0 AS side"))
+        assert recount == (4, 0) and counts == (4, 0), plans  # one plan each, used four times: none made anew
+        assert threshold == 5  # psycopg's default: outside a refresh a statement is prepared once it repeats
+        assert day_rows(store) == recount_everything(store)  # and what it counted is what counting anew gives
+    finally:
+        store.engine.dispose()
