@@ -501,10 +501,12 @@ class RollupsStore:
         batches = list(zip_longest(_chunks(conversations, BATCH), _chunks(dates, DAYS_PER_BATCH), fillvalue=[]))
         days = 0
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
-            with self._write() as conn, _planned_once(conn):  # the marks first: a mark written after this is
-                if self.dialect == "postgresql":  # left for the next refresh; one refresh of the calls at a time
-                    conn.execute(statement(GENERIC_PLANS + (", pg_advisory_xact_lock(:key)" if marked else "")),
-                                 {"key": CALLS_LOCK})  # (see _add_records)
+            with self._write() as conn, _planned_once(conn) as prepared:  # the marks first: a mark written
+                first = [GENERIC_PLANS] if prepared else []  # after this is left for the next refresh
+                if marked and self.dialect == "postgresql":  # one refresh of the calls at a time (_add_records)
+                    first.append("pg_advisory_xact_lock(:key)")
+                if first:
+                    conn.execute(statement("SELECT " + ", ".join(first)), {"key": CALLS_LOCK})
                 if ids and marked:  # both kinds of marks in one statement (a day mark names no conversation)
                     taken = [(day, record) for day, record in conn.execute(
                         _core("take_both"), {"ids": ids, "days": marked}) if day is not None]
@@ -650,21 +652,22 @@ def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple], store
 # planned generically (``SET LOCAL plan_cache_mode``): each is planned once per connection, not after every
 # write. Every one of them reads by a key (a conversation, a day, a record, a row id), whose generic plan is the
 # custom one.
-GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+GENERIC_PLANS = "set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 @contextmanager
-def _planned_once(conn: Any) -> Iterator[None]:
-    """PostgreSQL (psycopg): the statements run inside the block are prepared on their first execution; the
-    connection's own threshold is put back after (other statements are prepared only once they repeat)."""
+def _planned_once(conn: Any) -> Iterator[bool]:
+    """PostgreSQL (psycopg): the statements run inside the block are prepared on their first execution
+    (yields True); the connection's own threshold is put back after (other statements are prepared only once
+    they repeat). A connection that prepares nothing (``prepare_threshold`` None) and SQLite: unchanged (False)."""
     dbapi = getattr(getattr(conn, "connection", None), "dbapi_connection", None)
     threshold = getattr(dbapi, "prepare_threshold", None) if conn.dialect.name == "postgresql" else None
     if threshold is None:
-        yield
+        yield False
         return
     dbapi.prepare_threshold = 0
     try:
-        yield
+        yield True
     finally:
         dbapi.prepare_threshold = threshold
 

@@ -554,3 +554,30 @@ def test_on_postgresql_a_refresh_plans_its_statements_once_per_connection(operat
         assert day_rows(store) == recount_everything(store)  # and what it counted is what counting anew gives
     finally:
         store.engine.dispose()
+
+
+def test_on_postgresql_a_connection_that_prepares_nothing_is_left_so_by_a_refresh(operator):
+    """A deployment that turned psycopg's prepared statements off (``prepare_threshold=None``: a pooler that
+    cannot keep them) gets none from the refresh either, and the same rollups."""
+    from sqlalchemy import create_engine
+
+    from core.store.db import create_scratch_database
+    from core.store.store import Store
+    from tests.helpers.pg import shared_pg_url
+
+    url = create_scratch_database(shared_pg_url())
+    store = Store(url, engine=create_engine(url, pool_size=1, max_overflow=0,
+                                            connect_args={"prepare_threshold": None}))
+    try:
+        for i in range(3):
+            cid = store.create_conversation("faq", operator)
+            store.append_turn(cid, {"user": f"質問 {i}"}, role="exchange", step="answered", provider="offline")
+            store.add_debug_record(record(cid), operator)
+            store.refresh_rollups()
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM pg_prepared_statements").scalar() == 0
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "auto"
+            assert conn.connection.dbapi_connection.prepare_threshold is None
+        assert day_rows(store) == recount_everything(store)
+    finally:
+        store.engine.dispose()
