@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+from bench.pages import scripts_compiled_once
 from core.paths import ROOT
 
 APP = str(ROOT / "app.py")
@@ -71,7 +72,8 @@ def run(quick: bool = False) -> dict:
     growth: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="kaiwa_bench_rerun_") as tmp, \
             mock.patch.dict(os.environ, {"KAIWA_DB_URL": f"sqlite:///{Path(tmp) / 'bench.db'}",
-                                         "KAIWA_CHROMA_PATH": str(Path(tmp) / "chroma")}):  # restored after
+                                         "KAIWA_CHROMA_PATH": str(Path(tmp) / "chroma")}), \
+            scripts_compiled_once():  # the environment restored after; each page compiled once, as a server does
         os.environ.pop("OPENAI_API_KEY", None)
         os.environ.pop("KAIWA_PROVIDER", None)
         reset_manual_retriever()
