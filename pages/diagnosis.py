@@ -7,7 +7,7 @@ import streamlit as st
 from core.diagnosis import ChatRequest, PromptInfo, view
 from core.diagnosis.conversation import DiagnosisConversations
 from core.text.markup import safe_markdown, safe_text
-from ui import outage
+from ui import history, outage
 from ui.conversations import bind_conversation, recent_conversations
 from ui.feedback import answer_feedback
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
@@ -186,7 +186,7 @@ if banner is not None:
 
 points = {int(s["turn"]) for s in session.state_snapshots} if session else set()
 transcript = state.diag_transcript
-for i, entry in enumerate(transcript):
+for i, entry in history.shown(transcript, "diag_history_all", per_exchange=2):
     with st.chat_message(entry["role"]):
         if entry["role"] == "user":
             st.markdown(safe_markdown(entry["text"]))

@@ -7,7 +7,7 @@ from core.faq.conversation import FAQConversations
 from core.faq.kb import FaultyKB, default_kb
 from core.faq.report import latency_frame, outcome_badge, trace_frame, without_article_ids
 from core.text.markup import safe_markdown, safe_text
-from ui import outage, safe
+from ui import history, outage, safe
 from ui.conversations import bind_conversation, recent_conversations
 from ui.feedback import answer_feedback
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
@@ -102,7 +102,7 @@ if not state.faq_chat:
     with st.chat_message("assistant"):
         st.markdown("こんにちは。点検・車検、保証、予約、ロードサービス、お支払いなどについてご質問ください。")
 
-for i, turn in enumerate(state.faq_chat):
+for i, turn in history.shown(state.faq_chat, "faq_history_all"):
     with st.chat_message("user"):
         st.markdown(safe_markdown(turn["user"]))  # the user's own words, as typed (the flow only sees a masked copy)
     with st.chat_message("assistant"):

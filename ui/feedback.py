@@ -43,6 +43,7 @@ def _rate(flow: str, conversation_id: str, turn: int, answer: Answer | None) -> 
         st.toast("評価を記録できませんでした（データベースに接続できません）。", icon="⚠️")
         return
     st.session_state[f"{key}_id"] = feedback_id
+    st.session_state[f"{key}_rating"] = st.session_state.get(key)  # kept while the answer is out of view
     st.toast("評価を記録しました。" + ("レビュー待ちに追加しました。" if rating == "down" else ""), icon="📝")
 
 
@@ -82,6 +83,8 @@ def answer_feedback(flow: str, conversation_id: str | None, turn: int, *, latest
     if latest:
         _intake(flow, conversation_id, turn, answer)
     key = _key(flow, conversation_id, turn)
+    if key not in st.session_state and f"{key}_rating" in st.session_state:  # drawn again after being out of
+        st.session_state[key] = st.session_state[f"{key}_rating"]  # view (ui.history): Streamlit dropped it
     st.feedback("thumbs", key=key, on_change=_rate, args=(flow, conversation_id, turn, answer))
     if st.session_state.get(f"{key}_id") is not None:
         st.text_input("コメント（任意）", key=f"{key}_comment", max_chars=MAX_COMMENT_CHARS, on_change=_comment,

@@ -13,6 +13,7 @@ from core.knowledge.export import clean_entry, entries_csv, entries_json
 from core.knowledge.session import current_state, turns_jsonl
 from core.schema_versions import describe as schema_caption
 from core.store.conversations import TurnBusy
+from ui import history
 from ui.safe import plain, safe_markdown
 
 PHASES = {"collect_case": "① 事例ヒアリング", "organize_risks": "② リスク整理",
@@ -144,7 +145,7 @@ def transcript(chat: list[dict[str, Any]], *, debug: bool, on_resend: Callable[[
     if not chat:
         with st.chat_message("assistant"):
             st.markdown(GREETING)
-    for i, entry in enumerate(chat):
+    for i, entry in history.shown(chat, "knowledge_history_all", per_exchange=2):
         with st.chat_message(entry["role"]):
             _entry(entry, debug, on_resend)
             if on_answer is not None and entry["role"] == "assistant":
