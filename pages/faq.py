@@ -7,7 +7,7 @@ from core.faq.conversation import FAQConversations
 from core.faq.kb import FaultyKB, default_kb
 from core.faq.report import latency_frame, outcome_badge, trace_frame, without_article_ids
 from core.text.markup import safe_markdown, safe_text
-from ui import history, outage, safe
+from ui import charts, history, outage, safe
 from ui.conversations import bind_conversation, recent_conversations
 from ui.feedback import answer_feedback
 from ui.session import debug_sink, identity, leave_pages_directory_mode, provider_caption, store
@@ -87,7 +87,8 @@ def _show_trace(turn: dict, index: int, latest: bool) -> None:
         # made each rerun grow with the history
         if latest or st.toggle("表とグラフを表示", key=f"faq_trace_show_{index}"):
             st.caption("ノード別の処理時間 (ms)")
-            st.bar_chart(latency_frame(trace), y="latency_ms", horizontal=True, height=220)
+            data, spec = charts.spec("bar", latency_frame(trace), y="latency_ms", horizontal=True)
+            st.vega_lite_chart(data, spec, height=220, width="stretch")  # plain Vega-Lite: no Altair per rerun
             safe.table(trace_frame(trace), hide_index=True, key=f"faq_trace_{index}")
         else:
             st.caption(" → ".join(f"{e.get('node')} {float(e.get('latency_ms') or 0):.0f} ms" for e in trace))

@@ -1,4 +1,4 @@
-"""分析's bar and line charts as plain Vega-Lite specs (``st.vega_lite_chart``), the same charts
+"""分析's (and the FAQ trace's) bar and line charts as plain Vega-Lite specs (``st.vega_lite_chart``), the same charts
 ``st.bar_chart`` / ``st.line_chart`` draw (tooltips, legend below, zoom by dragging), without building them
 through Altair: Altair validates every spec it emits against the Vega-Lite JSON schema, which cost 50–200 ms
 of CPU per chart, most of the page's first run after a write (issue #25). The data stays wide (one column
@@ -41,11 +41,12 @@ def bar(data: pd.DataFrame, x: str | None = None, y: str | Sequence[str] | None 
     category = {"field": field(x), "type": "ordinal", "sort": None if not sort else "ascending",
                 "title": x if len(ys) == 1 and not horizontal else "", "axis": {"grid": False}}
     spec: dict[str, Any] = {"$schema": SCHEMA, "mark": {"type": "bar"}, "params": [ZOOM]}
-    if len(ys) == 1 and not horizontal:
+    if len(ys) == 1:  # one series: no fold and no legend, as st.bar_chart draws it
         value = {"field": field(ys[0]), "type": "quantitative", "title": ys[0],
                  "axis": {"grid": True, "tickMinStep": 1}}
-        spec["encoding"] = {"x": category, "y": value, "tooltip": [
-            {"field": field(x), "type": "nominal"}, {"field": field(ys[0]), "type": "quantitative"}]}
+        spec["encoding"] = {"x": value, "y": category} if horizontal else {"x": category, "y": value}
+        spec["encoding"]["tooltip"] = [{"field": field(x), "type": "nominal"},
+                                       {"field": field(ys[0]), "type": "quantitative"}]
         return spec
     fold, color = _series(ys)
     value = {"field": VALUE, "type": "quantitative", "title": "", "axis": {"grid": True, "tickMinStep": 1}}

@@ -45,3 +45,25 @@ def test_a_rating_is_still_shown_after_its_answer_was_out_of_view(app, monkeypat
     assert f"fb_faq_{cid}_0" not in [f.key for f in at.feedback]
     at.toggle(key="faq_history_all").set_value(True).run()
     assert at.feedback(key=f"fb_faq_{cid}_0").value == 1  # Streamlit dropped the widget's value; it is back
+
+
+def test_the_trace_chart_is_a_plain_vega_lite_spec_built_without_altair(app, monkeypatch):
+    """The latest turn's trace chart is drawn on every rerun: a plain Vega-Lite spec (``ui.charts``: one
+    horizontal bar per node, no legend), not a chart built and schema-validated through Altair each time."""
+    import json
+
+    import altair
+    import jsonschema
+    from altair.utils import schemapi
+
+    built: list[str] = []
+    real = schemapi.SchemaBase.to_dict
+    monkeypatch.setattr(schemapi.SchemaBase, "to_dict", lambda self, *a, **k: built.append(type(self).__name__)
+                        or real(self, *a, **k))
+    at = app.switch_page("pages/faq.py").run()
+    at.chat_input(key="faq_input").set_value("オイル交換の目安は？").run()
+    (chart,) = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    assert built == [] and spec["encoding"]["y"]["field"] == "step" and "color" not in spec["encoding"]
+    validator = jsonschema.Draft7Validator(altair.vegalite.v6.schema.core.load_schema())
+    assert not list(validator.iter_errors({"data": {"values": []}, **spec}))
