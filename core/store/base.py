@@ -211,34 +211,34 @@ class StoreBase:
         return self.engine.dialect.name
 
     @contextmanager
-    def _write(self) -> Iterator[Any]:
-        """A write transaction. Whether it failed because the database takes no writes (a full disk, a
-        read-only file) is remembered until :meth:`check_health` sees a new row stored again (a small
-        update that succeeds meanwhile proves nothing: a full disk still rewrites a row in place)."""
+    def _outage_noted(self) -> Iterator[None]:
+        """Whether a write failed because the database takes no writes (a full disk, a read-only file) is
+        remembered until :meth:`check_health` sees a new row stored again (a small update that succeeds
+        meanwhile proves nothing: a full disk still rewrites a row in place)."""
         try:
-            with self._writer.begin() as conn:
-                yield conn
+            yield
         except WRITE_OUTAGE_ERRORS as exc:
             with self._failure_lock:
                 self._write_failure = exc
             raise
 
     @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """A write transaction (an outage remembered: :meth:`_outage_noted`)."""
+        with self._outage_noted(), self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
     def _write_alone(self) -> Iterator[Any]:
         """A write of one statement (or one statement and reads after it), which is its own transaction: on
         PostgreSQL in autocommit (no ``BEGIN`` and ``COMMIT`` round trips around it), elsewhere
-        :meth:`_write`. A write outage is remembered as :meth:`_write` does."""
+        :meth:`_write`. An outage is remembered as :meth:`_write` does."""
         if self._writer_alone is None:
             with self._write() as conn:
                 yield conn
             return
-        try:
-            with self._writer_alone.connect() as conn:
-                yield conn
-        except WRITE_OUTAGE_ERRORS as exc:
-            with self._failure_lock:
-                self._write_failure = exc
-            raise
+        with self._outage_noted(), self._writer_alone.connect() as conn:
+            yield conn
 
     def read_connection(self) -> Any:
         """``with store.read_connection() as conn:`` a connection to read with (nothing written through
