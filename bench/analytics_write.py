@@ -10,7 +10,8 @@ cluster); a missing one up to 2,000 conversations is seeded first (a larger one:
 Each size has its own ``AppTest`` of the whole app on 分析 (offline provider). Sizes are interleaved: every
 round writes one chat turn to each store (a new FAQ conversation of today: a conversation, a turn and a debug
 record, as a console in use does every few seconds) and then times, per size, the page's first run after
-that write and a plain rerun, the page compiled once as a server keeps it (``bench.pages.scripts_compiled_once``). Figures (medians over the rounds, ms):
+that write and a plain rerun, the page compiled once as a server keeps it
+(``bench.pages.scripts_compiled_once``). Figures (medians over the rounds, ms):
 
 * ``after_write`` / ``rerun`` and their ratio ``after_write_vs_rerun`` (goal ≤ 2);
 * ``growth_after_write`` — after_write at the largest size ÷ at the smallest (goal ≤ 1.5);
