@@ -1,8 +1,8 @@
-"""分析's (and the FAQ trace's) bar and line charts as plain Vega-Lite specs (``st.vega_lite_chart``), the same charts
-``st.bar_chart`` / ``st.line_chart`` draw (tooltips, legend below, zoom by dragging), without building them
-through Altair: Altair validates every spec it emits against the Vega-Lite JSON schema, which cost 50–200 ms
-of CPU per chart, most of the page's first run after a write (issue #25). The data stays wide (one column
-per series); a ``fold`` transform makes it long in the browser.
+"""分析's (and the FAQ trace's) bar and line charts as plain Vega-Lite specs (``st.vega_lite_chart``), the
+same charts ``st.bar_chart`` / ``st.line_chart`` draw (tooltips, legend below, zoom by dragging), without
+building them through Altair: Altair validates every spec it emits against the Vega-Lite JSON schema, which
+cost 50–200 ms of CPU per chart, most of the page's first run after a write (issue #25). The data stays wide
+(one column per series); a ``fold`` transform makes it long in the browser.
 """
 from __future__ import annotations
 
