@@ -228,7 +228,7 @@ def test_on_postgresql_an_api_turns_reads_and_lease_send_no_begin_or_rollback(an
     """Issue #25: on PostgreSQL the turn's read (the conversation row and its turns) and its lease (one
     ``UPDATE``) run in autocommit, so only the chat write is a transaction (``BEGIN`` … ``COMMIT``): at READ
     COMMITTED each statement had its own snapshot inside a transaction too, and the read's ``BEGIN`` and
-    ``ROLLBACK`` and the lease's ``BEGIN`` and ``COMMIT`` were four round trips of a turn's ≈ 12. SQLite
+    ``ROLLBACK`` and the lease's ``BEGIN`` and ``COMMIT`` were four round trips of a turn's ≈ 13. SQLite
     keeps every read in its transaction (one snapshot for the whole read). Checked at the driver, after
     each statement."""
     convs = _convs(any_url)

@@ -527,8 +527,8 @@ def test_on_postgresql_a_refresh_plans_its_statements_once_per_connection(operat
     """Issue #25: the refresh's statements are prepared on their first execution and planned generically, so
     the recount's ``INSERT … SELECT`` and the calls' counts are planned once per connection, not after every
     write (planning was about half of the database's time in a refresh). PostgreSQL's own record of the
-    connection's prepared statements (``pg_prepared_statements``: how often each was planned); the connection's
-    threshold for other statements is left as it was."""
+    connection's prepared statements (``pg_prepared_statements``: how often each used a generic or a custom
+    plan); the connection's threshold for other statements is left as it was."""
     from sqlalchemy import create_engine
 
     from core.store.db import create_scratch_database
