@@ -110,6 +110,12 @@ def _range(column: str, since: str | None, until: str | None) -> str:
     return " AND ".join(parts)
 
 
+def _created_in(alias: str, since: str | None, until: str | None, chosen: list[str]) -> str:
+    """The rows of ``alias`` (``rollup_conversations`` or ``rollup_faq``: both carry the conversation's time and
+    provider) created in ``[since, until)``, of the ``chosen`` providers when there are any (``:providers``)."""
+    return _range(f"{alias}.created_at", since, until) + (f" AND {alias}.provider IN :providers" if chosen else "")
+
+
 def _quantile(n: Any, lo: Any, hi: Any, q: float) -> float:
     """The ``q`` quantile with linear interpolation (pandas' default) from the two values around it."""
     if pd.isna(n) or pd.isna(lo):
@@ -549,10 +555,10 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     the FAQ exchanges per outcome and per not-found question. What comes back is the size of the figures,
     not of the period; :func:`_conversation_shape` adds ranges up."""
     params: dict[str, Any] = {"since": lo, "until": hi, "providers": chosen}
-    where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
+    where = _created_in("c", lo, hi, chosen)
     keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
     sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
-    faq_where = _range("f.created_at", lo, hi) + (" AND f.provider IN :providers" if chosen else "")
+    faq_where = _created_in("f", lo, hi, chosen)
     rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
                        "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
                        f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
@@ -731,10 +737,10 @@ def settled_split(since: datetime, until: datetime, part: str, today: date | Non
 def _conversation_parts(conn: Any, lo: str | None, hi: str | None, chosen: list[str]) -> dict[str, Any]:
     """conversations / entries / faq / not_found of :class:`Frames`, from the conversation rollups."""
     params: dict[str, Any] = {"since": lo, "until": hi, "providers": chosen}
-    where = _range("c.created_at", lo, hi) + (" AND c.provider IN :providers" if chosen else "")
+    where = _created_in("c", lo, hi, chosen)
     rows = _query(conn, f"SELECT {', '.join('c.' + n for n in CONVERSATION_COLUMNS + ENTRY_COLUMNS)} "
                         f"FROM rollup_conversations c WHERE {where} ORDER BY c.created_at, c.id", params, bool(chosen))
-    faq_where = _range("f.created_at", lo, hi) + (" AND f.provider IN :providers" if chosen else "")
+    faq_where = _created_in("f", lo, hi, chosen)
     faq = _query(conn, "SELECT f.outcome, f.question, f.exchanges, f.last_asked FROM rollup_faq f "
                        f"WHERE {faq_where}", params, bool(chosen))
     conversations = rows[list(CONVERSATION_COLUMNS)].copy()
