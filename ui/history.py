@@ -16,17 +16,13 @@ T = TypeVar("T")
 SHOWN_EXCHANGES = 5  # a question and its answer each
 
 
-def first_shown(count: int, key: str, *, per_exchange: int = 1) -> int:
-    """The index of the first of ``count`` history items to draw: the newest :data:`SHOWN_EXCHANGES` exchanges
-    (``per_exchange`` items each: an FAQ turn is one, a chat transcript's question and answer two), or 0 when
-    there are no more or the reader turned on the toggle (``key``) drawn here above them."""
-    hidden = count - SHOWN_EXCHANGES * per_exchange
-    if hidden <= 0:
-        return 0
-    label = f"以前のやり取り {(hidden + per_exchange - 1) // per_exchange} 件を表示"
-    return 0 if st.toggle(label, key=key) else hidden
-
-
 def shown(items: Sequence[T], key: str, *, per_exchange: int = 1) -> list[tuple[int, T]]:
-    """``(index, item)`` of the history items to draw (:func:`first_shown`), oldest first."""
-    return list(enumerate(items))[first_shown(len(items), key, per_exchange=per_exchange):]
+    """``(index, item)`` of the history items to draw, oldest first: the newest :data:`SHOWN_EXCHANGES`
+    exchanges (``per_exchange`` items each: an FAQ turn is one, a chat transcript's question and answer two),
+    or all of them when there are no more or the reader turned on the toggle (``key``) drawn here above them."""
+    hidden = len(items) - SHOWN_EXCHANGES * per_exchange
+    if hidden > 0:
+        label = f"以前のやり取り {(hidden + per_exchange - 1) // per_exchange} 件を表示"
+        if not st.toggle(label, key=key):
+            return list(enumerate(items))[hidden:]
+    return list(enumerate(items))
