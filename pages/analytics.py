@@ -5,9 +5,9 @@ the store changes); this page only labels and draws them."""
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
-from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from core import analytics
@@ -16,8 +16,8 @@ from core.faq.report import OUTCOME_BADGES
 from core.llm.registry import PROVIDER_LABELS
 from core.results import PROVIDER_KIND_JA
 from core.text.jst import JST, jst
-from core.text.spreadsheet import csv_bytes, safe_cell
-from ui import cache, review_quality
+from core.text.spreadsheet import csv_bytes
+from ui import cache, review_quality, tables
 from ui.session import leave_pages_directory_mode
 from ui.workbench.labels import METHOD_LABELS, OUTCOME_LABELS
 
@@ -74,54 +74,50 @@ def task_label(task: str) -> str:
     return f"{FLOW_LABELS.get(flow, flow)}・{TASK_STEP_LABELS.get(step, step or '—')}"
 
 
-def labelled(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with Japanese values and column names, as shown and downloaded, safe for a spreadsheet (as
-    ``safe_frame``), made in one DataFrame from its columns' values (again after every write that changes it)."""
-    data: dict[int, Any] = {}
-    for i, (column, values) in enumerate(table.items()):  # each column once (``iloc`` per column: 4× the cost)
+def labelled(table: pd.DataFrame) -> pa.Table:
+    """``table`` with Japanese values and column names, as shown and downloaded, safe for a spreadsheet: an
+    Arrow table (``ui.tables``: drawn as it is), made from its columns' values (again after every write that
+    changes it)."""
+    headers, columns = {**COLUMNS, **METHODS}, {}
+    for column, values in table.items():  # each column once (``iloc`` per column: 4× the cost)
         if column in VALUES or column == "task" or values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
             label = VALUES.get(column, {})
-            values = pd.Series([safe_cell(task_label(v) if column == "task" else label.get(v, v)) for v in values.tolist()],
-                               dtype=object, index=table.index)
-        data[i] = values
-    shown = pd.DataFrame(data, index=table.index)
-    headers = {**COLUMNS, **METHODS}
-    shown.columns = [safe_cell(headers.get(c, c)) for c in table.columns]
-    shown.index = table.index.map(safe_cell)
-    return shown
+            values = [task_label(v) if column == "task" else label.get(v, v) for v in values.tolist()]
+        columns[headers.get(column, column)] = values
+    return tables.shown(columns)
 
 
-def labelled_one(name: str, table: pd.DataFrame) -> pd.DataFrame:
+def labelled_one(name: str, table: pd.DataFrame) -> pa.Table:
     """One table labelled and safe for a spreadsheet; the not-found questions' times in JST."""
     if name == "faq_top_not_found":
         table = table.assign(last_asked=table["last_asked"].map(jst))
     return labelled(table)
 
 
-def labelled_all(figures: dict, digests: dict) -> dict[str, pd.DataFrame]:
+def labelled_all(figures: dict, digests: dict) -> dict[str, pa.Table]:
     """Every table shown labelled, each again only when its content changed (kept per content: ``ui.cache``'s
     ``analytics_kept``, nothing pickled). A table that is only charted (``CHARTED``) is not labelled."""
     kept = cache.analytics_kept()
-    tables = {name: kept.get("labelled", (name, digests[name]), lambda name=name, table=table: labelled_one(name, table))
-              for name, table in figures.items() if name not in CHARTED}
-    tables["faq_not_found"] = tables["faq_top_not_found"]
-    return tables
+    shown = {name: kept.get("labelled", (name, digests[name]), lambda name=name, table=table: labelled_one(name, table))
+             for name, table in figures.items() if name not in CHARTED}
+    shown["faq_not_found"] = shown["faq_top_not_found"]
+    return shown
 
 
 SOURCES = {"faq_not_found": "faq_top_not_found"}  # a shown table → the figure it is made from
 CHARTED = {"quality_over_time"}  # drawn as a chart from the figure itself, not shown as a table
 
 
-def show(name: str, *, index: bool = False) -> pd.DataFrame:
-    shown = tables[name]
-    cache.replay(kind="dataframe", key=(name, digests[SOURCES.get(name, name)]), _data=shown, hide_index=not index,
+def show(name: str) -> pa.Table:
+    shown = shown_tables[name]
+    cache.replay(kind="dataframe", key=(name, digests[SOURCES.get(name, name)]), _data=shown, hide_index=True,
                  width="stretch")
-    st.download_button("CSV をダウンロード", lambda: csv_bytes(shown, index=index),  # made on click
+    st.download_button("CSV をダウンロード", lambda: csv_bytes(shown.to_pandas()),  # made on click
                        file_name=f"{name}_{start:%Y%m%d}-{end:%Y%m%d}.csv", mime="text/csv", key=f"an_csv_{name}")
     return shown
 
 
-def chart(kind: str, name: str, data: pd.DataFrame, **kwargs) -> None:
+def chart(kind: str, name: str, data: pa.Table | pd.DataFrame, **kwargs) -> None:
     cache.analytics_chart(kind=kind, name=name, content=digests[name], data=data, **kwargs)
 
 
@@ -142,7 +138,7 @@ versions = cache.analytics_versions()  # what was written since the last look, c
 providers = provider_col.multiselect("プロバイダー", cache.provider_options(since, until, versions), placeholder="すべて",
                                      format_func=lambda p: VALUES["provider"].get(p, p), key="an_providers", select_all=False)
 _, figures, digests = cache.analytics_figures(since, until, providers, versions)  # from the rollups, kept until they change
-tables = labelled_all(figures, digests)
+shown_tables = labelled_all(figures, digests)
 
 interview, quality, diagnosis, faq = st.tabs(["📝 インタビュー", "🤖 モデル品質", "🚗 車両問診", "❓ FAQ"])
 
@@ -167,8 +163,8 @@ with quality:
         chart("line", "quality_over_time", over_time.rename(columns=series_label).rename_axis("日付"))
     st.subheader("構造化出力の方式")
     mix = show("method_mix")
-    if not mix.empty:
-        chart("bar", "method_mix", mix.set_index(COLUMNS["task"]), horizontal=True)
+    if mix.num_rows:
+        chart("bar", "method_mix", mix, x=COLUMNS["task"], horizontal=True)
     st.subheader("エラー種別")
     show("error_types")
 
@@ -180,11 +176,11 @@ with diagnosis:
     c3.metric("回答あたりの引用数", f"{figure(summary, 'citations_per_answer'):.2f}")
     st.subheader("緊急度別の結果")
     outcomes = show("diagnosis_outcomes")
-    if not outcomes.empty:
+    if outcomes.num_rows:
         chart("bar", "diagnosis_outcomes", outcomes, x="緊急度", y=["完了", "予約あり"], sort=False, stack=False)
     st.subheader("会話が止まったステップ")
     steps = show("diagnosis_end_steps")
-    if not steps.empty:
+    if steps.num_rows:
         chart("bar", "diagnosis_end_steps", steps, x="ステップ", y="会話数", sort=False)
     st.subheader("指標")
     show("diagnosis_summary")

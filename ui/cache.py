@@ -210,13 +210,13 @@ def digest(data: Any) -> str:
 
 
 def analytics_chart(kind: str, name: str, content: str, data: Any, **kwargs: Any) -> None:
-    """A chart of 分析 (:func:`replay`) named by what it draws: a bar chart along a column ``x`` by a digest of
-    the values it draws (``charts.plotted``; kept per table ``content``: a count that moves beside an
-    unchanged rate does not draw it again, and ``ui.charts`` sends it those columns only), any other by its
-    table's ``content``."""
+    """A chart of 分析 (:func:`replay`) named by what it draws: a bar chart along a column ``x`` of an Arrow
+    table (``ui.tables``) by a digest of the values it draws (``charts.plotted``; kept per table ``content``:
+    a count that moves beside an unchanged rate does not draw it again, and ``ui.charts`` sends it those
+    columns only), any other by its table's ``content``."""
     options = repr(sorted(kwargs.items()))
     drawn = content if kwargs.get("x") is None else analytics_kept().get("charted", (name, content, options), lambda: digest(
-        [[str(c) for c in data.columns], [data[c].tolist() for c in charts.plotted(data, kwargs["x"], kwargs.get("y"))]]))
+        [data.column_names, [data.column(c).to_pylist() for c in charts.plotted(data, kwargs["x"], kwargs.get("y"))]]))
     replay(kind=kind, key=(name, drawn, options), _data=data, **kwargs)
 
 

@@ -181,16 +181,46 @@ def test_the_charts_are_plain_vega_lite_specs_built_without_altair(seeded, monke
         assert not list(validator.iter_errors(spec)), spec
 
 
+def test_tables_and_charts_are_sent_as_arrow_tables(seeded, monkeypatch):
+    """Every table and chart of the page reaches Streamlit as an Arrow table, which it serialises as it is: a
+    pandas DataFrame it converts first, most of the cost of drawing a small table after a write (issue #25).
+    Counted, not timed."""
+    import pyarrow as pa
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    sent: list[type] = []
+    for name in ("dataframe", "vega_lite_chart"):
+        real = getattr(st, name)
+        monkeypatch.setattr(st, name, lambda data, *a, real=real, **kw: sent.append(type(data)) or real(data, *a, **kw))
+    at = page()
+    assert len(sent) == TABLES + 7 and set(sent) == {pa.Table}
+    assert table(at, "やり取り数")["結果"].tolist()[0] == "回答（根拠あり）"  # labelled as before
+
+
+def test_a_shown_table_keeps_every_text_cell_as_data_and_a_missing_value_empty():
+    import pyarrow as pa
+
+    from ui import tables
+
+    shown = tables.shown({"=名前": ["=1+1", None, float("nan"), 3, "普通"],
+                          "件数": pd.Series([1.0, None, 2.0, 3.0, 4.0])})
+    assert isinstance(shown, pa.Table) and shown.column_names == ["'=名前", "件数"]
+    assert shown.column("'=名前").to_pylist() == ["'=1+1", None, None, "3", "普通"]
+    assert shown.column("件数").to_pylist() == [1.0, None, 2.0, 3.0, 4.0]
+
+
 def test_a_column_name_with_a_dot_is_one_field_not_a_path():
     from ui import charts
 
-    mix = pd.DataFrame({"v1.2": [1], "v2": [2]}, index=pd.Index(["FAQ"], name="タスク"))
+    mix = charts.table(pd.DataFrame({"v1.2": [1], "v2": [2]}, index=pd.Index(["FAQ"], name="タスク")))
     assert charts.bar(mix, horizontal=True)["transform"] == [{"fold": ["v1\\.2", "v2"],
                                                              "as": [charts.SERIES, charts.VALUE]}]
     over_time = pd.DataFrame({"FAQ · v1.2": [0.5]}, index=pd.DatetimeIndex(["2026-01-01"], name="日付"))
-    data, spec = charts.line(over_time)
+    data, spec = charts.spec("line", over_time)
     assert spec["transform"] == [{"fold": ["FAQ · v1\\.2"], "as": [charts.SERIES, charts.VALUE]}]
-    assert list(data.columns) == ["日付", "FAQ · v1.2"]
+    assert data.column_names == ["日付", "FAQ · v1.2"]
 
 
 def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, monkeypatch):
@@ -245,7 +275,7 @@ def test_after_a_write_a_table_is_drawn_again_only_when_its_content_changed(seed
     monkeypatch.setattr(charts, "spec", lambda kind, data, **kw: charted.append(kind) or real_spec(kind, data, **kw))
     drawn: list[list[str]] = []
     real_dataframe = st.dataframe
-    monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(list(data.columns)) or real_dataframe(data, **kw))
+    monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(data.column_names) or real_dataframe(data, **kw))
     shaped: list[str] = []  # the pieces added up: the model calls' once (straight into their tables), no frames
     real_shape, real_pieces = analytics.shape, analytics.CallPieces
     monkeypatch.setattr(analytics, "shape", lambda part, raws: shaped.append(part) or real_shape(part, raws))
@@ -277,7 +307,7 @@ def test_a_chart_is_drawn_again_only_when_what_it_draws_changed(seeded, monkeypa
     real_spec = charts.spec
     def spec(kind, data, **kw):
         sent, made = real_spec(kind, data, **kw)
-        charted.append((kind, list(sent.columns)))
+        charted.append((kind, sent.column_names))
         return sent, made
 
     monkeypatch.setattr(charts, "spec", spec)
@@ -286,7 +316,7 @@ def test_a_chart_is_drawn_again_only_when_what_it_draws_changed(seeded, monkeypa
     rates = table(at, "やり取り数").set_index("結果")
     drawn: list[list[str]] = []
     real_dataframe = st.dataframe
-    monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(list(data.columns)) or real_dataframe(data, **kw))
+    monkeypatch.setattr(st, "dataframe", lambda data, **kw: drawn.append(data.column_names) or real_dataframe(data, **kw))
     charted.clear()
     conversation(seeded, "faq", faq_chat(("answered", "オイル交換の目安は？", 1),
                                          ("not_found", "保証は何年？ 連絡先 090-1234-5678", 0),
