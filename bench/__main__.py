@@ -63,6 +63,7 @@ FIGURES = (
     ("reopen_s_10k", "≤ 2 s", "new process: open the 10k index until searchable"),
     ("rerun_ms_p50", "≤ 100 ms", "Streamlit rerun p50 per page, 20-turn history"),
     ("rerun_growth_20_vs_2", "≈ 1", "rerun p50 at 20 turns / at 2 turns"),
+    ("rerun_growth_20_vs_shown", "≈ 1", "rerun p50 at 20 turns / at the 5 a chat page draws (the turns out of view)"),
     ("pages_rerun_ms_sqlite", "≤ 100 ms", "page rerun median (ms) per store size while others write, SQLite (bench.pages)"),
     ("pages_rerun_cpu_ms_sqlite", "—", "the same in CPU ms of the measuring process (steady under load)"),
     ("pages_after_write_ms_sqlite", "—", "the rerun right after another operator's chat turn, SQLite"),
