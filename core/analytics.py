@@ -711,23 +711,29 @@ def piece_sources(part: str, raw: dict[str, Any]) -> dict[str, list[Any]]:
             "errors": [raw["errors"], raw["sums"]]}
 
 
-def settled_split(since: datetime, until: datetime, part: str, today: date | None = None
+def settled_split(since: datetime, until: datetime, part: str, now: datetime | None = None
                   ) -> list[tuple[datetime, datetime, str]]:
     """``[since, until)`` (Japan midnights) cut where ``part``'s days still being written begin
     (``rollups.settled_before``: yesterday for conversations, today for model calls) and, for the
-    conversations, again at today, as ``(start, end, version)``: the rollup version whose moves are the only
-    ones that change that piece (``rollups.SETTLED`` for the settled days, ``rollups.RECENT`` for yesterday's
-    conversations, the part's own for today), so the first run after today's write reads again only today.
-    A range that is not whole Japan days is one piece of the part's own version."""
+    conversations, again at today and at the last whole slot of today (``rollups.earlier_before``), as
+    ``(start, end, version)``: the rollup version whose moves are the only ones that change that piece
+    (``rollups.SETTLED`` for the settled days, ``rollups.RECENT`` for yesterday's conversations,
+    ``rollups.EARLIER`` for today's before the cut, the part's own for the rest), so the first run after a
+    write reads again only the conversations created in the last minutes and today's model calls. A range
+    that is not whole Japan days is one piece of the part's own version. ``now``: the present (Japan time)."""
     if _japan_day(utc_bound(since)) is None or _japan_day(utc_bound(until, end=True)) is None:
         return [(since, until, part)]
-    today = today or datetime.now(rollups.DAY_TZ).date()
-    cuts = [(date.fromisoformat(rollups.settled_before(part, today)), rollups.SETTLED[part])]
+    now = (now or datetime.now(rollups.DAY_TZ)).astimezone(rollups.DAY_TZ)
+    today = datetime.combine(now.date(), time(), rollups.DAY_TZ)
+    cuts = [(datetime.combine(date.fromisoformat(rollups.settled_before(part, today.date())), time(), rollups.DAY_TZ),
+             rollups.SETTLED[part])]
     if part in rollups.RECENT:
         cuts.append((today, rollups.RECENT[part]))
+    if part in rollups.EARLIER:
+        cuts.append((rollups.earlier_before(now), rollups.EARLIER[part]))
     pieces, start = [], since
-    for day, version in cuts:
-        cut = max(start, min(until, datetime.combine(day, time(), rollups.DAY_TZ)))
+    for at, version in cuts:
+        cut = max(start, min(until, at))
         if start < cut:
             pieces.append((start, cut, version))
         start = cut

@@ -52,6 +52,8 @@ def _url() -> str:
 KEPT = {  # 分析's intermediate values: kind → (entries, seconds)
     "rows": (16, TTL_SECONDS),                 # the days still being written, as read (per version of their rollups)
     "settled": (16, SETTLED_TTL_SECONDS),      # the settled days and yesterday's conversations, as read
+    "earlier": (16, TTL_SECONDS),              # today's conversations before the last slot, as read (a new cut
+                                               # every 10 minutes: kept apart, it never pushes a settled piece out)
     "figure": (128, TTL_SECONDS),              # a computed table and its content's digest, per its inputs
     "part": (32, TTL_SECONDS),                 # a part's tables and digests, per its versions
     "providers": (16, TTL_SECONDS),            # the filter's providers, per versions
@@ -96,22 +98,24 @@ def analytics_kept() -> Kept:
 
 
 def _piece(kept: Kept, url: str, version: int, part: str, since: datetime, until: datetime,
-           providers: tuple[str, ...], *, settled: bool) -> tuple[dict[str, Any], dict[str, str]]:
+           providers: tuple[str, ...], *, kind: str) -> tuple[dict[str, Any], dict[str, str]]:
     """What one part reads for ``[since, until)`` for this version of its rollups, summed by the database
     (``analytics.read_part``; unfiltered, it names the providers it holds), and a digest per source of
     figures (``analytics.piece_sources``), made once when the piece is read. The settled days and yesterday's
-    conversations (``settled``) are kept apart and longer: a write today does not push them out."""
+    conversations (``kind`` "settled"), and today's before the last slot ("earlier"), are kept apart from
+    the rest of today ("rows"): a write now does not push them out."""
     def read() -> tuple[dict[str, Any], dict[str, str]]:
         raw = analytics.read_part(get_store(url), part, since, until, providers)
         return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
 
-    return kept.get("settled" if settled else "rows", (url, version, part, since, until, providers), read)
+    return kept.get(kind, (url, version, part, since, until, providers), read)
 
 
 def _pieces(kept: Kept, url: str, versions: dict[str, int], part: str, since: datetime, until: datetime,
             providers: tuple[str, ...]) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """The pieces of one part's period (``analytics.settled_split``), each for its own version."""
-    return [_piece(kept, url, versions.get(name, 0), part, lo, hi, providers, settled=name != part)
+    return [_piece(kept, url, versions.get(name, 0), part, lo, hi, providers,
+                   kind="rows" if name == part else "earlier" if name in rollups.EARLIER.values() else "settled")
             for lo, hi, name in analytics.settled_split(since, until, part)]
 
 
@@ -129,9 +133,9 @@ def _figure(kept: Kept, name: str, inputs: str, frames: analytics.PartFrames) ->
 def _part(kept: Kept, url: str, versions: tuple, part: str, since: datetime, until: datetime,
           providers: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables of one part of 分析 (``analytics.FIGURES``) and their contents' digests, for these rollup
-    versions. The settled days and yesterday's conversations (``analytics.settled_split``) are read again
-    only when their own version moves, today whenever the part's does; each table is computed again only when its
-    own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
+    versions. The settled days, yesterday's conversations and today's before the last slot
+    (``analytics.settled_split``) are read again only when their own version moves, the rest of today whenever
+    the part's does; each table is computed again only when its own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
     made when it was read) and, for a flow's conversations, the frame's column types."""
     def compute() -> tuple[dict[str, Any], dict[str, str]]:
         pieces = _pieces(kept, url, dict(versions), part, since, until, providers)
@@ -172,7 +176,7 @@ def analytics_figures(since: datetime, until: datetime, providers: list[str], ve
     tables: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for part in analytics.FIGURES:
-        names = (part, rollups.SETTLED[part], rollups.RECENT.get(part))
+        names = (part, rollups.SETTLED[part], rollups.RECENT.get(part), rollups.EARLIER.get(part))
         part_versions = tuple((name, value) for name, value in versions if name in names)
         part_tables, part_digests = _part(kept, url, part_versions, part, since, until, chosen)
         tables.update(part_tables)

@@ -62,6 +62,11 @@ SETTLED_DAYS = {"conversations": 1, "calls": 0}  # the days back from today stil
 # Yesterday's conversations (still talked in, but far less than today's) have their own version too: a turn
 # in a conversation created yesterday moves it, so a chat turn today makes 分析 read today's conversations only.
 RECENT = {"conversations": "conversations_recent"}
+# Today's conversations created before the last whole slot of today (``TODAY_SLOT``, Japan time) have their
+# own version as well: a chat turn in a conversation begun in the last minutes makes 分析 read only the
+# conversations created since that cut, not a busy day's thousands again (:func:`earlier_before`).
+EARLIER = {"conversations": "conversations_earlier"}
+TODAY_SLOT = timedelta(minutes=10)
 ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
                  "rollup_latency")
 
@@ -72,11 +77,15 @@ def day_of(iso: str) -> str:
     return datetime.fromisoformat(iso).astimezone(DAY_TZ).date().isoformat()
 
 
+def as_stored(at: datetime) -> str:
+    """``at`` as stored-timestamp text (UTC ISO, milliseconds)."""
+    return at.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+
+
 def day_bounds(day: str | date) -> tuple[str, str]:
     """``[start, end)`` of a Japan day as stored-timestamp text (UTC ISO, milliseconds)."""
     start = datetime.combine(date.fromisoformat(str(day)), time(), DAY_TZ)
-    return tuple(x.astimezone(timezone.utc).isoformat(timespec="milliseconds")  # type: ignore[return-value]
-                 for x in (start, start + timedelta(days=1)))
+    return as_stored(start), as_stored(start + timedelta(days=1))
 
 
 def japan_days(marks: Iterable[str]) -> list[str]:
@@ -105,6 +114,21 @@ def settled_before(part: str, today: date | None = None) -> str:
     """The first Japan day of ``part`` still being written (``SETTLED_DAYS``: yesterday for conversations,
     today for model calls): the days before it are settled (``SETTLED``)."""
     return ((today or datetime.now(DAY_TZ).date()) - timedelta(days=SETTLED_DAYS[part])).isoformat()
+
+
+def slot_start(now: datetime | None = None) -> datetime:
+    """The start of the ``TODAY_SLOT`` of the Japan day that ``now`` falls in."""
+    now = (now or datetime.now(DAY_TZ)).astimezone(DAY_TZ)
+    midnight = datetime.combine(now.date(), time(), DAY_TZ)
+    return midnight + TODAY_SLOT * ((now - midnight) // TODAY_SLOT)
+
+
+def earlier_before(now: datetime | None = None) -> datetime:
+    """Where 分析 cuts today's conversations (``EARLIER``): one slot before the start of ``now``'s. A refresh
+    moves ``EARLIER`` when it recounts a conversation created today before the start of *its* slot, so a
+    piece cut here is kept only while nothing in it changed, whoever refreshes, as long as the two processes'
+    clocks differ by less than a slot. Before today's midnight (the first slot of a day): no cut."""
+    return slot_start(now) - TODAY_SLOT
 
 
 def latency_bucket(ms: float) -> int:
@@ -497,7 +521,8 @@ class RollupsStore:
             return {"conversations": 0, "days": 0}
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
-        today = datetime.now(DAY_TZ).date()
+        now = datetime.now(DAY_TZ)
+        today = now.date()
         batches = list(zip_longest(_chunks(conversations, BATCH), _chunks(dates, DAYS_PER_BATCH), fillvalue=[]))
         days = 0
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
@@ -519,9 +544,12 @@ class RollupsStore:
                     created = self._recount_conversations(conn, ids)
                     settled_at, today_at = (day_bounds(settled_before("conversations", today))[0],
                                             day_bounds(today)[0])
+                    earlier_at = as_stored(slot_start(now))
                     bumped += ["conversations", *([SETTLED["conversations"]] if any(c < settled_at for c in created)
                                                   else []),
-                               *([RECENT["conversations"]] if any(settled_at <= c < today_at for c in created) else [])]
+                               *([RECENT["conversations"]] if any(settled_at <= c < today_at for c in created) else []),
+                               *([EARLIER["conversations"]] if any(today_at <= c < earlier_at for c in created)
+                                 else [])]
                 if marked:
                     recount, added = _plan(taken)
                     recounted = sorted(set(recount) | set(added))

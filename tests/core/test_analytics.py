@@ -3,7 +3,7 @@ PostgreSQL (``KAIWA_TEST_PG_URL``, as the store conformance suite). The figures 
 implementation produced before #17 moved the aggregation into the database."""
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
 
 import numpy as np
 import pandas as pd
@@ -409,31 +409,34 @@ def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conv
 
 @pytest.mark.parametrize("providers", [[], ["openai"]])
 def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods_figures(store, seeded, providers):
-    """What 分析 keeps (the settled days' sums and yesterday's conversations, each read once per version of
-    its own) and what it reads after each write today (today's conversations and model calls) add up to the
-    figures of the whole period, table for table."""
+    """What 分析 keeps (the settled days' sums, yesterday's conversations and today's before the last slot,
+    each read once per version of its own) and what it reads after each write (the conversations created in
+    the last minutes and today's model calls) add up to the figures of the whole period, table for table —
+    with the day's conversations (created 12:00 Japan time) after the cut or before it."""
     jst = timezone(timedelta(hours=9))
     since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
-    assert a.settled_split(since, until, "calls", today=date(2025, 5, 1)) == [(since, until, "calls")]
-    assert a.settled_split(since, until, "calls", today=date(2025, 8, 1)) == [(since, until, "calls_settled")]
-    assert a.settled_split(since, until, "conversations", today=date(2025, 7, 1)) == [
+    assert a.settled_split(since, until, "calls", now=datetime(2025, 5, 1, 9, tzinfo=jst)) == [(since, until, "calls")]
+    assert a.settled_split(since, until, "calls", now=datetime(2025, 8, 1, 9, tzinfo=jst)) == [
+        (since, until, "calls_settled")]
+    assert a.settled_split(since, until, "conversations", now=datetime(2025, 7, 1, 0, 5, tzinfo=jst)) == [
         (since, datetime(2025, 6, 30, tzinfo=jst), "conversations_settled"),
-        (datetime(2025, 6, 30, tzinfo=jst), until, "conversations_recent")]
+        (datetime(2025, 6, 30, tzinfo=jst), until, "conversations_recent")]  # no slot of July 1 before the cut
     a.refresh(store)
-    today = datetime(2025, 6, 12, tzinfo=jst)
-    for part in a.FIGURES:
-        split = a.settled_split(since, until, part, today=today.date())
-        if part == "conversations":  # before yesterday, yesterday, from today
-            yesterday = datetime(2025, 6, 11, tzinfo=jst)
-            assert split == [(since, yesterday, "conversations_settled"), (yesterday, today, "conversations_recent"),
-                             (today, until, "conversations")]
-        else:
-            assert split == [(since, today, "calls_settled"), (today, until, "calls")]
-        whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
-        added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
-        for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
-            pd.testing.assert_frame_equal(a.figure(added, name), a.figure(whole, name), obj=name)
-            assert not a.figure(whole, name).empty or name == "method_mix" and providers
+    today, yesterday = datetime(2025, 6, 10, tzinfo=jst), datetime(2025, 6, 9, tzinfo=jst)
+    for now, cut in ((datetime(2025, 6, 10, 12, 5, tzinfo=jst), datetime(2025, 6, 10, 11, 50, tzinfo=jst)),
+                     (datetime(2025, 6, 10, 12, 29, 59, tzinfo=jst), datetime(2025, 6, 10, 12, 10, tzinfo=jst))):
+        for part in a.FIGURES:
+            split = a.settled_split(since, until, part, now=now)
+            if part == "conversations":  # before yesterday, yesterday, today before the cut, after it
+                assert split == [(since, yesterday, "conversations_settled"), (yesterday, today, "conversations_recent"),
+                                 (today, cut, "conversations_earlier"), (cut, until, "conversations")]
+            else:
+                assert split == [(since, today, "calls_settled"), (today, until, "calls")]
+            whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
+            added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
+            for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
+                pd.testing.assert_frame_equal(a.figure(added, name), a.figure(whole, name), obj=name)
+                assert not a.figure(whole, name).empty or name == "method_mix" and providers
 
 
 def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(store, seeded):
@@ -444,7 +447,7 @@ def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(
     a.refresh(store)
     offered = []
     for part in a.FIGURES:
-        for lo, hi, _ in a.settled_split(since, until, part, today=date(2025, 6, 12)):
+        for lo, hi, _ in a.settled_split(since, until, part, now=datetime(2025, 6, 10, 12, 5, tzinfo=jst)):
             named = a.read_part(store, part, lo, hi)["providers"]
             assert a.provider_order(named) == a.provider_order(a.providers_seen(store, {part: (lo, hi)})), (part, lo)
             offered += named
@@ -489,7 +492,7 @@ def test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames(
     whole = [a.read_part(store, "calls", since, until, providers)]
     for today in (date(2025, 6, 11), date(2025, 6, 12), date(2025, 6, 20)):
         pieces = [a.read_part(store, "calls", lo, hi, providers)
-                  for lo, hi, _ in a.settled_split(since, until, "calls", today=today)]
+                  for lo, hi, _ in a.settled_split(since, until, "calls", now=datetime.combine(today, time(9), jst))]
         for name in a.CALL_TABLES:
             made = a.figure(a.PartFrames("calls", pieces), name)
             pd.testing.assert_frame_equal(made, a.figure(a.shape("calls", pieces), name), obj=name)
@@ -501,9 +504,10 @@ def test_the_model_call_tables_made_from_the_pieces_equal_those_from_the_frames(
                                       a.figure(a.shape("calls", empty), name), obj=name)
     # the FAQ rates likewise, from the conversations' pieces
     whole = [a.read_part(store, "conversations", since, until, providers)]
-    for today in (date(2025, 6, 11), date(2025, 6, 12)):
+    for now in (datetime(2025, 6, 10, 12, 5, tzinfo=jst), datetime(2025, 6, 10, 12, 30, tzinfo=jst),
+                datetime(2025, 6, 11, 9, tzinfo=jst)):
         pieces = [a.read_part(store, "conversations", lo, hi, providers)
-                  for lo, hi, _ in a.settled_split(since, until, "conversations", today=today)]
+                  for lo, hi, _ in a.settled_split(since, until, "conversations", now=now)]
         made = a.figure(a.PartFrames("conversations", pieces), "faq_rates")
         pd.testing.assert_frame_equal(made, a.figure(a.shape("conversations", whole), "faq_rates"))
         assert made["exchanges"].sum() > 0 or providers

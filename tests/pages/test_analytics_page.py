@@ -225,31 +225,50 @@ def test_a_column_name_with_a_dot_is_one_field_not_a_path():
 
 def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, monkeypatch):
     """The period's settled days (model calls before today, conversations created before yesterday, Japan
-    time) and yesterday's conversations are read once and kept until one of them changes; another user's
-    chat turn today makes the next run read today's calls and conversations only (counted)."""
+    time), yesterday's conversations and today's created before the last whole slot are read once and kept
+    until one of them changes; another user's chat turn makes the next run read today's calls and the
+    conversations created since the cut only, a turn in a conversation begun earlier today those of today
+    before the cut too (counted; the clock held at 12:05 Japan time, the cut at 11:50)."""
     from datetime import time, timedelta
 
     import streamlit as st
 
+    import core.store.base as store_base
+    from core.store import rollups
     from core.text.jst import JST
 
     st.cache_data.clear()
     st.cache_resource.clear()  # the settled days' pieces
+    today = datetime.combine(datetime.now(JST).date(), time(), JST)
+
+    def at_noon(minutes: int) -> str:
+        return (today + timedelta(hours=12, minutes=minutes)).astimezone(timezone.utc).isoformat(timespec="milliseconds")
+
+    monkeypatch.setattr(rollups, "slot_start", lambda now=None: today + timedelta(hours=12))
+    monkeypatch.setattr(store_base, "now_iso", lambda: at_noon(-180))  # 09:00: begun before the cut
+    morning = conversation(seeded, "faq", faq_chat(("answered", "朝の質問", 1)), provider="offline")
+    monkeypatch.setattr(store_base, "now_iso", lambda: at_noon(5))
     reads: list[tuple[str, datetime]] = []
     real = analytics.read_part
     monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=():
                         reads.append((part, since)) or real(store, part, since, until, providers))
     at = page()
-    today = datetime.combine(datetime.now(JST).date(), time(), JST)
-    start, yesterday = today - timedelta(days=29), today - timedelta(days=1)
+    start, yesterday, cut = today - timedelta(days=29), today - timedelta(days=1), today + timedelta(hours=11, minutes=50)
     assert sorted(reads) == sorted([("calls", start), ("calls", today), ("conversations", start),
-                                    ("conversations", yesterday), ("conversations", today)])
+                                    ("conversations", yesterday), ("conversations", today), ("conversations", cut)])
     reads.clear()
     conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
-    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=now)
+    call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=at_noon(5))
     at.run()
-    assert not at.exception and sorted(reads) == [("calls", today), ("conversations", today)]
+    assert not at.exception and sorted(reads) == [("calls", today), ("conversations", cut)]
+    reads.clear()
+    seeded.append_turn(morning, {"user": "続きです", "message": "回答", "outcome": "answered"}, role="exchange",
+                       step="answered")
+    at.run()
+    assert not at.exception and sorted(reads) == [("conversations", today), ("conversations", cut)]
+    reads.clear()
+    at.run()  # nothing new: nothing read
+    assert not at.exception and reads == []
 
 
 def test_after_a_write_a_table_is_drawn_again_only_when_its_content_changed(seeded, monkeypatch):

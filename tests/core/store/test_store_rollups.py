@@ -386,6 +386,40 @@ def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_version
     assert versions.get(settled["conversations"], 0) == moved.get(settled["conversations"], 0)
 
 
+def test_a_turn_in_a_conversation_begun_before_the_current_slot_moves_the_earlier_version(store, operator,
+                                                                                          monkeypatch):
+    """Today's conversations created before the start of the refresh's slot (``rollups.slot_start``) have
+    their own version: a turn in one of them moves it, a turn in one begun since does not (counted)."""
+    import core.store.base as store_base
+
+    today = datetime.combine(datetime.now(rollups.DAY_TZ).date(), datetime.min.time(), rollups.DAY_TZ)
+    monkeypatch.setattr(rollups, "slot_start", lambda now=None: today + timedelta(hours=12))
+    earlier = rollups.EARLIER["conversations"]
+    ids = {}
+    for name, minutes in (("before", -1), ("since", 1)):
+        at = (today + timedelta(hours=12, minutes=minutes)).astimezone(timezone.utc).isoformat(timespec="milliseconds")
+        monkeypatch.setattr(store_base, "now_iso", lambda at=at: at)
+        ids[name] = store.create_conversation("faq", operator)
+    store.refresh_rollups()
+    for name, moves in (("since", False), ("before", True)):
+        before = store.rollup_versions()
+        store.append_turn(ids[name], {"user": "続き"}, role="exchange", step="answered")
+        store.refresh_rollups()
+        after = store.rollup_versions()
+        assert after["conversations"] > before["conversations"]
+        assert (after.get(earlier, 0) > before.get(earlier, 0)) is moves, name
+        assert after.get(rollups.RECENT["conversations"], 0) == before.get(rollups.RECENT["conversations"], 0)
+
+
+def test_the_cut_of_today_is_one_slot_before_the_start_of_the_present_one():
+    jst = rollups.DAY_TZ
+    assert rollups.slot_start(datetime(2025, 6, 10, 12, 9, 59, tzinfo=jst)) == datetime(2025, 6, 10, 12, 0, tzinfo=jst)
+    assert rollups.slot_start(datetime(2025, 6, 10, 3, 10, tzinfo=timezone.utc)) == datetime(2025, 6, 10, 12, 10,
+                                                                                             tzinfo=jst)
+    assert rollups.earlier_before(datetime(2025, 6, 10, 12, 10, tzinfo=jst)) == datetime(2025, 6, 10, 12, 0, tzinfo=jst)
+    assert rollups.earlier_before(datetime(2025, 6, 10, 0, 5, tzinfo=jst)) < datetime(2025, 6, 10, tzinfo=jst)
+
+
 @pytest.mark.parametrize("at, mark, days", [
     ("2025-06-10T14:59:59.999+00:00", "20250610a", ["2025-06-10"]),
     ("2025-06-10T15:00:00.000+00:00", "20250610b", ["2025-06-11"]),
