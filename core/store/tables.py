@@ -244,6 +244,10 @@ rollup_dirty = Table(
     Column("day", String(10), nullable=True),              # a Japan day (YYYY-MM-DD) whose model calls changed
     Column("record_id", Integer, nullable=True),  # with a day: the debug record inserted (its calls are added), 0010
 )
+# a day's records still marked are left out of its recount by this index, one lookup each (0012): a backlog of
+# marks (writes no refresh has taken yet) is not scanned once per record
+Index("ix_rollup_dirty_record", rollup_dirty.c.record_id, sqlite_where=rollup_dirty.c.record_id.isnot(None),
+      postgresql_where=rollup_dirty.c.record_id.isnot(None))
 rollup_conversations = Table(  # one row per conversation: what 分析 shows of it (core.analytics.Frames.conversations)
     "rollup_conversations", metadata,
     Column("id", String(40), primary_key=True),
