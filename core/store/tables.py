@@ -244,8 +244,13 @@ rollup_dirty = Table(
     Column("day", String(10), nullable=True),              # a Japan day (YYYY-MM-DD) whose model calls changed
     Column("record_id", Integer, nullable=True),  # with a day: the debug record inserted (its calls are added), 0010
 )
-# a day's records still marked are left out of its recount by this index, one lookup each (0012): a backlog of
-# marks (writes no refresh has taken yet) is not scanned once per record
+# A backlog of marks (writes no refresh has taken yet: after an upgrade, or days of API traffic while nobody
+# opened 分析) is not scanned once per batch or per record (0012): a refresh takes a batch's marks by these
+# indexes, and a day's records still marked are left out of its recount by one lookup each.
+Index("ix_rollup_dirty_conversation", rollup_dirty.c.conversation_id,
+      sqlite_where=rollup_dirty.c.conversation_id.isnot(None), postgresql_where=rollup_dirty.c.conversation_id.isnot(None))
+Index("ix_rollup_dirty_day", rollup_dirty.c.day, sqlite_where=rollup_dirty.c.day.isnot(None),
+      postgresql_where=rollup_dirty.c.day.isnot(None))
 Index("ix_rollup_dirty_record", rollup_dirty.c.record_id, sqlite_where=rollup_dirty.c.record_id.isnot(None),
       postgresql_where=rollup_dirty.c.record_id.isnot(None))
 rollup_conversations = Table(  # one row per conversation: what 分析 shows of it (core.analytics.Frames.conversations)
