@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import delete, event, select
@@ -397,7 +397,7 @@ def test_a_turn_in_a_conversation_begun_before_the_current_slot_moves_the_earlie
     earlier = rollups.EARLIER["conversations"]
     ids = {}
     for name, minutes in (("before", -1), ("since", 1)):
-        at = (today + timedelta(hours=12, minutes=minutes)).astimezone(timezone.utc).isoformat(timespec="milliseconds")
+        at = (today + timedelta(hours=12, minutes=minutes)).astimezone(UTC).isoformat(timespec="milliseconds")
         monkeypatch.setattr(store_base, "now_iso", lambda at=at: at)
         ids[name] = store.create_conversation("faq", operator)
     store.refresh_rollups()
@@ -414,7 +414,7 @@ def test_a_turn_in_a_conversation_begun_before_the_current_slot_moves_the_earlie
 def test_the_cut_of_today_is_one_slot_before_the_start_of_the_present_one():
     jst = rollups.DAY_TZ
     assert rollups.slot_start(datetime(2025, 6, 10, 12, 9, 59, tzinfo=jst)) == datetime(2025, 6, 10, 12, 0, tzinfo=jst)
-    assert rollups.slot_start(datetime(2025, 6, 10, 3, 10, tzinfo=timezone.utc)) == datetime(2025, 6, 10, 12, 10,
+    assert rollups.slot_start(datetime(2025, 6, 10, 3, 10, tzinfo=UTC)) == datetime(2025, 6, 10, 12, 10,
                                                                                              tzinfo=jst)
     assert rollups.earlier_before(datetime(2025, 6, 10, 12, 10, tzinfo=jst)) == datetime(2025, 6, 10, 12, 0, tzinfo=jst)
     assert rollups.earlier_before(datetime(2025, 6, 10, 0, 5, tzinfo=jst)) < datetime(2025, 6, 10, tzinfo=jst)
