@@ -91,7 +91,7 @@ def utc_bound(value: str | date | datetime | None, *, end: bool = False) -> str 
         value = datetime.combine(value + timedelta(days=1) if end else value, time(), timezone.utc)
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    return rollups.as_stored(value)
 
 
 # ---- reading ------------------------------------------------------------------------------------------------

@@ -24,5 +24,5 @@ def shown(items: Sequence[T], key: str, *, per_exchange: int = 1) -> list[tuple[
     if hidden > 0:
         label = f"以前のやり取り {(hidden + per_exchange - 1) // per_exchange} 件を表示"
         if not st.toggle(label, key=key):
-            return list(enumerate(items))[hidden:]
+            return list(enumerate(items[hidden:], start=hidden))  # the drawn ones only: not the whole history
     return list(enumerate(items))
