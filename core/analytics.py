@@ -141,6 +141,29 @@ def _japan_day(bound: str | None) -> str | None:
     return at.date().isoformat() if at.time() == time() else None
 
 
+def _call_days(lo: str | None, hi: str | None) -> tuple[str | None, str | None]:
+    """The Japan days ``[first, last)`` of the call rollups that ``[lo, hi)`` overlaps (a bound within a day:
+    that day)."""
+    first = None if lo is None else datetime.fromisoformat(lo).astimezone(rollups.DAY_TZ).date()
+    last = None if hi is None else datetime.fromisoformat(hi).astimezone(rollups.DAY_TZ)
+    end = None if last is None else (last.date() if last.time() == time() else last.date() + timedelta(days=1))
+    return (None if first is None else first.isoformat()), (None if end is None else end.isoformat())
+
+
+def _call_hours(lo: str | None, hi: str | None) -> tuple[str | None, str | None]:
+    """The call rollups' hours ``[from, to)`` of a range whose bounds are within a day (a cut of
+    :func:`settled_split`, at a whole hour); ``None`` for a bound at a Japan midnight (whole days)."""
+    def hour(bound: str | None) -> str | None:
+        if bound is None or _japan_day(bound) is not None:
+            return None
+        at = datetime.fromisoformat(bound)
+        if (at.minute, at.second, at.microsecond) != (0, 0, 0):
+            raise ValueError(f"the model calls are counted per hour: {bound} is within one")
+        return rollups.hour_of(at)
+
+    return hour(lo), hour(hi)
+
+
 def refresh(store: Store) -> dict[str, int]:
     """Count what was written since the last look (``Store.refresh_rollups``: with nothing written, one read
     of the empty log) and return the rollups' versions: equal versions mean equal figures."""
@@ -319,22 +342,27 @@ def _rows(conn: Any, sql: str, params: dict[str, Any], providers: bool) -> list[
     return list(map(tuple, conn.execute(rollups.statement(sql, *(["providers"] if providers else [])), params).all()))
 
 
-def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str]) -> dict[str, Any]:
+def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[str],
+               hours: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
     """The model calls of the Japan days ``[first, last)`` (``None``: open) as the day rollups hold them,
-    summed by the database and shaped as far as they can be alone: per series (``sums``, tuples), per series
-    and latency bucket (``latency``: :func:`_histograms`), per day and series (``hourly``: the chart), per
-    task and method and per outcome (tuples). :func:`_call_shape` adds ranges up and makes the
-    frames."""
-    where = _range("day", first, last) + (" AND provider IN :providers" if providers else "")
-    params: dict[str, Any] = {"since": first, "until": last, "providers": providers}
+    within the UTC hours ``[hours[0], hours[1])`` when given (``YYYY-MM-DDTHH``, the rollups' ``hour``: a
+    piece of today, ``analytics.settled_split``), summed by the database and shaped as far as they can be
+    alone: per series (``sums``, tuples), per series and latency bucket (``latency``: :func:`_histograms`),
+    per day and series (``hourly``: the chart), per task and method and per outcome (tuples).
+    :func:`_call_shape` adds ranges up and makes the frames."""
+    where = (_range("day", first, last) + (" AND hour >= :from_hour" if hours[0] else "")
+             + (" AND hour < :to_hour" if hours[1] else "") + (" AND provider IN :providers" if providers else ""))
+    params: dict[str, Any] = {"since": first, "until": last, "providers": providers, "from_hour": hours[0],
+                              "to_hour": hours[1]}
     series = ", ".join(QUALITY_KEYS)
-    # a day's row of 0 tasks holds only failed calls of a series that started no task that day: not shown, so
-    # the rows with tasks are all there is to sum (per series here, per day for the chart). One statement, its
-    # rows told apart by ``kind`` (each table's columns in the same places; NULL where a table has none).
+    # a row of 0 tasks holds only failed calls of a series that started no task in its hour: they are added to
+    # the series' (a series that started no task in the whole range is not shown: _series_totals), and left
+    # out of the chart's day. One statement, its rows told apart by ``kind`` (each table's columns in the same
+    # places; NULL where a table has none).
     text_null, none = "CAST(NULL AS TEXT)", ", ".join(["CAST(NULL AS INTEGER)"] * (len(CALL_SUMS) - 1))
     rows = _rows(conn, f"""
-SELECT 'day' AS kind, day, {series}, CAST(NULL AS INTEGER) AS bucket, {', '.join(CALL_SUMS)}
-FROM rollup_tasks WHERE {where} AND tasks > 0
+SELECT 'day' AS kind, day, {series}, CAST(NULL AS INTEGER) AS bucket, {', '.join(f'SUM({n})' for n in CALL_SUMS)}
+FROM rollup_tasks WHERE {where} GROUP BY day, {series}
 UNION ALL SELECT 'method', {text_null}, task, {text_null}, method, NULL, SUM(tasks), {none}
 FROM rollup_methods WHERE {where} GROUP BY task, method
 UNION ALL SELECT 'error', {text_null}, {text_null}, {text_null}, error_type, NULL, SUM(calls), {none}
@@ -343,7 +371,7 @@ UNION ALL SELECT 'latency', {text_null}, {series}, bucket, SUM(calls), {none}
 FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(providers))
     days = [row[1:5] + row[6:] for row in rows if row[0] == "day"]
     latency = _histograms(row[2:7] for row in rows if row[0] == "latency")
-    hours = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in days}}  # quality_over_time: that day
+    labels = {day: rollups.day_bounds(day)[0][:13] for day in {row[0] for row in days}}  # quality_over_time: that day
     totals: dict[tuple, list[int]] = {}
     for day, task, provider, version, *values in days:
         sums = totals.setdefault((task, provider, version), [0] * len(CALL_SUMS))
@@ -353,12 +381,12 @@ FROM rollup_latency WHERE {where} GROUP BY {series}, bucket""", params, bool(pro
         "sums": [(*key, *values) for key, values in totals.items()],
         "latency": latency,
         "latency_arrays": _histogram_arrays(latency),
-        "hourly": [(hours[day], task, provider, version, int(tasks), int(first))
-                   for day, task, provider, version, tasks, _, first, *_ in days],  # the chart's rows, as read
+        "hourly": [(labels[day], task, provider, version, int(tasks), int(first))  # the chart's rows, as read
+                   for day, task, provider, version, tasks, _, first, *_ in days if int(tasks or 0) > 0],
         "methods": [(task, method, int(tasks)) for kind, _, task, _, method, _, tasks, *_ in rows if kind == "method"],
         "errors": [(error, int(calls)) for kind, _, _, _, error, _, calls, *_ in rows if kind == "error"],
         # unfiltered: the providers of the days' tasks (the filter's options, as providers_seen)
-        "providers": None if providers else sorted({key[1] for key in totals}, key=str),
+        "providers": None if providers else sorted({key[1] for key, sums in totals.items() if sums[0] > 0}, key=str),
     }
 
 
@@ -368,14 +396,15 @@ def _hourly_frame(raws: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _series_totals(raws: list[dict[str, Any]]) -> dict[tuple, list[int]]:
-    """The pieces' per-series sums (:data:`CALL_SUMS`) added up, per series key."""
+    """The pieces' per-series sums (:data:`CALL_SUMS`) added up, per series key; a series that started no task
+    (only failed calls under a prompt version no task began with) is left out."""
     totals: dict[tuple, list[int]] = {}
     for raw in raws:
         for row in raw["sums"]:
             values = totals.setdefault(row[:3], [0] * len(CALL_SUMS))
             for i, value in enumerate(row[3:]):
                 values[i] += value
-    return totals
+    return {key: values for key, values in totals.items() if values[0] > 0}
 
 
 def _call_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
@@ -637,17 +666,18 @@ def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
 
 def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
               ) -> dict[str, pd.DataFrame]:
-    """What one part of 分析 (``conversations`` / ``calls``) reads for the Japan days ``[since, until)``
-    (datetimes at Japan midnights), summed by the database; :func:`shape` makes the frames, from one range
-    or several (``ui.cache`` keeps the settled days' apart: :func:`settled_split`). Does not refresh.
-    Without ``providers`` it also names the providers the range holds (``providers``: what
-    :func:`providers_seen` finds for it, in the same statements; ``None`` when filtered)."""
+    """What one part of 分析 (``conversations`` / ``calls``) reads for ``[since, until)`` (datetimes at Japan
+    midnights; a bound within a day — a cut of :func:`settled_split` — at a whole hour for the model calls),
+    summed by the database; :func:`shape` makes the frames, from one range or several (``ui.cache`` keeps the
+    settled days' apart: :func:`settled_split`). Does not refresh. Without ``providers`` it also names the
+    providers the range holds (``providers``: what :func:`providers_seen` finds for it, in the same
+    statements; ``None`` when filtered)."""
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
     with store.read_connection() as conn:
         if part == "conversations":
             return _conversation_rows(conn, lo, hi, chosen)
-        return _call_rows(conn, _japan_day(lo), _japan_day(hi), chosen)
+        return _call_rows(conn, *_call_days(lo, hi), chosen, hours=_call_hours(lo, hi))
 
 
 def shape(part: str, raws: list[dict[str, pd.DataFrame]]) -> Frames:
@@ -714,13 +744,14 @@ def piece_sources(part: str, raw: dict[str, Any]) -> dict[str, list[Any]]:
 def settled_split(since: datetime, until: datetime, part: str, now: datetime | None = None
                   ) -> list[tuple[datetime, datetime, str]]:
     """``[since, until)`` (Japan midnights) cut where ``part``'s days still being written begin
-    (``rollups.settled_before``: yesterday for conversations, today for model calls) and, for the
-    conversations, again at today and at the last whole slot of today (``rollups.earlier_before``), as
-    ``(start, end, version)``: the rollup version whose moves are the only ones that change that piece
-    (``rollups.SETTLED`` for the settled days, ``rollups.RECENT`` for yesterday's conversations,
-    ``rollups.EARLIER`` for today's before the cut, the part's own for the rest), so the first run after a
-    write reads again only the conversations created in the last minutes and today's model calls. A range
-    that is not whole Japan days is one piece of the part's own version. ``now``: the present (Japan time)."""
+    (``rollups.settled_before``: yesterday for conversations, today for model calls), for the conversations
+    again at today, and at the last whole slot of today (``rollups.earlier_before``: ten minutes for the
+    conversations, an hour for the model calls), as ``(start, end, version)``: the rollup version whose moves
+    are the only ones that change that piece (``rollups.SETTLED`` for the settled days, ``rollups.RECENT`` for
+    yesterday's conversations, ``rollups.EARLIER`` for today's before the cut, the part's own for the rest),
+    so the first run after a write reads again only the conversations created in the last minutes and the
+    model calls of the last hour or two. A range that is not whole Japan days is one piece of the part's own
+    version. ``now``: the present (Japan time)."""
     if _japan_day(utc_bound(since)) is None or _japan_day(utc_bound(until, end=True)) is None:
         return [(since, until, part)]
     now = (now or datetime.now(rollups.DAY_TZ)).astimezone(rollups.DAY_TZ)
@@ -730,7 +761,7 @@ def settled_split(since: datetime, until: datetime, part: str, now: datetime | N
     if part in rollups.RECENT:
         cuts.append((today, rollups.RECENT[part]))
     if part in rollups.EARLIER:
-        cuts.append((rollups.earlier_before(now), rollups.EARLIER[part]))
+        cuts.append((rollups.earlier_before(now, part), rollups.EARLIER[part]))
     pieces, start = [], since
     for at, version in cuts:
         cut = max(start, min(until, at))

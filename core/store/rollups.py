@@ -5,9 +5,9 @@ after a write pays for what that write touched, not for the whole period again.
   phase, final step, urgency, booking, answers and citations, its knowledge entries by status;
   ``rollup_faq`` — an FAQ conversation's exchanges per outcome (and not-found question).
 * ``rollup_tasks`` / ``rollup_methods`` / ``rollup_errors`` / ``rollup_latency`` — the model calls of one
-  Japan day grouped into tasks (a first call and its retries and repairs) per task, provider and prompt
-  version; latencies as a histogram of ≈2 % wide buckets (:func:`latency_bucket`), so p50 / p95 come out
-  within 1 % of the exact value.
+  Japan day grouped into tasks (a first call and its retries and repairs) per UTC hour (a task's: the hour it
+  started; a call's: its own), task, provider and prompt version; latencies as a histogram of ≈2 % wide
+  buckets (:func:`latency_bucket`), so p50 / p95 come out within 1 % of the exact value.
 
 **Kept current by the write path.** Triggers on ``conversations`` (insert, state), ``turns``, ``bookings``,
 ``knowledge_entries`` (insert, status) and ``debug_records`` append what a write touched (a conversation
@@ -62,11 +62,12 @@ SETTLED_DAYS = {"conversations": 1, "calls": 0}  # the days back from today stil
 # Yesterday's conversations (still talked in, but far less than today's) have their own version too: a turn
 # in a conversation created yesterday moves it, so a chat turn today makes 分析 read today's conversations only.
 RECENT = {"conversations": "conversations_recent"}
-# Today's conversations created before the last whole slot of today (``TODAY_SLOT``, Japan time) have their
-# own version as well: a chat turn in a conversation begun in the last minutes makes 分析 read only the
-# conversations created since that cut, not a busy day's thousands again (:func:`earlier_before`).
-EARLIER = {"conversations": "conversations_earlier"}
-TODAY_SLOT = timedelta(minutes=10)
+# Today's conversations created before the last whole slot of today (``TODAY_SLOT``, Japan time), and today's
+# model calls before the last whole hour, have their own versions as well: a chat turn in a conversation begun in
+# the last minutes makes 分析 read only the conversations created since that cut and the calls of the last hour or
+# two, not a busy day's thousands again (:func:`earlier_before`; the call rollups count per hour, 0013).
+EARLIER = {"conversations": "conversations_earlier", "calls": "calls_earlier"}
+TODAY_SLOT = {"conversations": timedelta(minutes=10), "calls": timedelta(hours=1)}
 ROLLUP_TABLES = ("rollup_conversations", "rollup_faq", "rollup_tasks", "rollup_methods", "rollup_errors",
                  "rollup_latency")
 
@@ -116,19 +117,26 @@ def settled_before(part: str, today: date | None = None) -> str:
     return ((today or datetime.now(DAY_TZ).date()) - timedelta(days=SETTLED_DAYS[part])).isoformat()
 
 
-def slot_start(now: datetime | None = None) -> datetime:
-    """The start of the ``TODAY_SLOT`` of the Japan day that ``now`` falls in."""
+def slot_start(now: datetime | None = None, part: str = "conversations") -> datetime:
+    """The start of ``part``'s ``TODAY_SLOT`` of the Japan day that ``now`` falls in (a model calls' slot, an
+    hour, is a UTC hour: Japan is nine whole hours ahead)."""
     now = (now or datetime.now(DAY_TZ)).astimezone(DAY_TZ)
     midnight = datetime.combine(now.date(), time(), DAY_TZ)
-    return midnight + TODAY_SLOT * ((now - midnight) // TODAY_SLOT)
+    return midnight + TODAY_SLOT[part] * ((now - midnight) // TODAY_SLOT[part])
 
 
-def earlier_before(now: datetime | None = None) -> datetime:
-    """Where 分析 cuts today's conversations (``EARLIER``): one slot before the start of ``now``'s. A refresh
-    moves ``EARLIER`` when it recounts a conversation created today before the start of *its* slot, so a
-    piece cut here is kept only while nothing in it changed, whoever refreshes, as long as the two processes'
-    clocks differ by less than a slot. Before today's midnight (the first slot of a day): no cut."""
-    return slot_start(now) - TODAY_SLOT
+def earlier_before(now: datetime | None = None, part: str = "conversations") -> datetime:
+    """Where 分析 cuts today's ``part`` (``EARLIER``): one slot before the start of ``now``'s. A refresh moves
+    ``EARLIER`` when it recounts a conversation created today before the start of *its* slot (or a model
+    call's hour of today before its hour), so a piece cut here is kept only while nothing in it changed,
+    whoever refreshes, as long as the two processes' clocks differ by less than a slot. Before today's
+    midnight (the first slot of a day): no cut."""
+    return slot_start(now, part) - TODAY_SLOT[part]
+
+
+def hour_of(at: datetime) -> str:
+    """The call rollups' ``hour`` of a time: its UTC hour as stored-timestamp text (``YYYY-MM-DDTHH``)."""
+    return as_stored(at)[:13]
 
 
 def latency_bucket(ms: float) -> int:
@@ -280,30 +288,34 @@ WITH calls AS (
 )"""
 
 
-def aggregates_sql(by_hour: bool) -> str:
+def aggregates_sql(by_hour: bool, every_hour: bool = False) -> str:
     """After :func:`calls_sql`: every aggregate of the calls in one statement (``calls`` and ``tasks`` are
     evaluated once), told apart by ``kind``: ``task`` (per task, provider, prompt version, and with
     ``by_hour`` the UTC hour the task started), ``series_errors`` (failed calls per the same series),
     ``method`` (tasks per task, provider and last strategy), ``error`` (failed calls per provider and
-    outcome), ``latency`` (one row per call with a latency)."""
-    hour = "SUBSTR(started_at, 1, 13)" if by_hour else "NULL"
-    group = "SUBSTR(started_at, 1, 13), " if by_hour else ""
+    outcome), ``latency`` (one row per call with a latency). ``every_hour`` (the day rollups): every kind per
+    UTC hour, a task's and its method's the hour it started, a call's its own."""
+    task_hour = "SUBSTR(started_at, 1, 13)" if by_hour or every_hour else "NULL"
+    group = "SUBSTR(started_at, 1, 13), " if by_hour or every_hour else ""
+    call_hour, call_group = ("SUBSTR(created_at, 1, 13)", "SUBSTR(created_at, 1, 13), ") if every_hour else ("NULL", "")
+    method_hour = task_hour if every_hour else "NULL"
+    method_group = group if every_hour else ""
     return f"""
-SELECT 'task' AS kind, {hour} AS hour, task, provider, prompt_version, CAST(NULL AS TEXT) AS method, COUNT(*) AS tasks,
-  SUM(calls) AS calls, SUM(first_try_valid) AS first_try_valid, SUM(valid) AS valid, SUM(repairs) AS repairs,
-  CAST(NULL AS FLOAT) AS latency_ms
+SELECT 'task' AS kind, {task_hour} AS hour, task, provider, prompt_version, CAST(NULL AS TEXT) AS method,
+  COUNT(*) AS tasks, SUM(calls) AS calls, SUM(first_try_valid) AS first_try_valid, SUM(valid) AS valid,
+  SUM(repairs) AS repairs, CAST(NULL AS FLOAT) AS latency_ms
 FROM tasks GROUP BY {group}task, provider, prompt_version
 UNION ALL
-SELECT 'series_errors', NULL, task, provider, prompt_version, NULL, NULL, COUNT(*), NULL, NULL, NULL, NULL
-FROM calls WHERE COALESCE(outcome, '') <> 'ok' GROUP BY task, provider, prompt_version
+SELECT 'series_errors', {call_hour}, task, provider, prompt_version, NULL, NULL, COUNT(*), NULL, NULL, NULL, NULL
+FROM calls WHERE COALESCE(outcome, '') <> 'ok' GROUP BY {call_group}task, provider, prompt_version
 UNION ALL
-SELECT 'method', NULL, task, provider, NULL, method, COUNT(*), NULL, NULL, NULL, NULL, NULL
-FROM tasks WHERE method IS NOT NULL GROUP BY task, provider, method
+SELECT 'method', {method_hour}, task, provider, NULL, method, COUNT(*), NULL, NULL, NULL, NULL, NULL
+FROM tasks WHERE method IS NOT NULL GROUP BY {method_group}task, provider, method
 UNION ALL
-SELECT 'error', NULL, NULL, provider, NULL, outcome, NULL, COUNT(*), NULL, NULL, NULL, NULL
-FROM calls WHERE COALESCE(outcome, '') <> 'ok' GROUP BY provider, outcome
+SELECT 'error', {call_hour}, NULL, provider, NULL, outcome, NULL, COUNT(*), NULL, NULL, NULL, NULL
+FROM calls WHERE COALESCE(outcome, '') <> 'ok' GROUP BY {call_group}provider, outcome
 UNION ALL
-SELECT 'latency', NULL, task, provider, prompt_version, NULL, NULL, NULL, NULL, NULL, NULL, latency_ms
+SELECT 'latency', {call_hour}, task, provider, prompt_version, NULL, NULL, NULL, NULL, NULL, NULL, latency_ms
 FROM calls WHERE latency_ms IS NOT NULL"""
 
 
@@ -544,7 +556,7 @@ class RollupsStore:
                     created = self._recount_conversations(conn, ids)
                     settled_at, today_at = (day_bounds(settled_before("conversations", today))[0],
                                             day_bounds(today)[0])
-                    earlier_at = as_stored(slot_start(now))
+                    earlier_at = as_stored(slot_start(now, "conversations"))
                     bumped += ["conversations", *([SETTLED["conversations"]] if any(c < settled_at for c in created)
                                                   else []),
                                *([RECENT["conversations"]] if any(settled_at <= c < today_at for c in created) else []),
@@ -556,14 +568,20 @@ class RollupsStore:
                     whole = [day for day in recounted if day in recount or len(added[day]) > ADD_LIMIT]
                     if whole and prepared:  # a whole day's records by their time: its custom plan (see above)
                         conn.execute(statement(f"SELECT {CUSTOM_PLANS}"))
+                    hours: set[str] = set()  # today's hours whose rows moved
                     for day in recounted:
                         if day in whole:
-                            self._recount_day(conn, day)
+                            moved = self._recount_day(conn, day)
                         else:
-                            self._add_records(conn, day, added[day])
+                            moved = self._add_records(conn, day, added[day])
+                        if day == today.isoformat():
+                            hours |= moved
                         days += 1
                     settled = recounted and recounted[0] < settled_before("calls", today)
-                    bumped += ["calls", *([SETTLED["calls"]] if settled else [])]
+                    this_hour = hour_of(slot_start(now, "calls"))
+                    earlier = any(hour < this_hour for hour in hours)
+                    bumped += ["calls", *([SETTLED["calls"]] if settled else []),
+                               *([EARLIER["calls"]] if earlier else [])]
                 self._bump_rollups(conn, *bumped)
         return {"conversations": len(conversations), "days": days}
 
@@ -598,23 +616,24 @@ class RollupsStore:
         conn.execute(statement(f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) " + cohort + FAQ_SQL, "ids"), params)
         return {at for at in created if at is not None}
 
-    def _recount_day(self, conn: Any, day: str) -> None:
+    def _recount_day(self, conn: Any, day: str) -> set[str]:
         """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
-        added by the refresh that takes its mark: :meth:`_add_records`)."""
+        added by the refresh that takes its mark: :meth:`_add_records`); returns the hours whose rows moved."""
         (counts,) = _day_counts(conn, day, [PENDING])
-        _write_counts(conn, day, counts)
+        return _write_counts(conn, day, counts)
 
-    def _add_records(self, conn: Any, day: str, records: set[int]) -> None:
+    def _add_records(self, conn: Any, day: str, records: set[int]) -> set[str]:
         """Add the inserted debug records ``records`` (their marks taken by this refresh) to ``day``'s rollups:
         their conversations' calls of that day counted without them and with them (a task groups a
         conversation's calls), the difference added to the stored rows. Cost: those conversations' calls,
         not the day's. The stored rows are the day's calls but the still-marked inserts (:meth:`_recount_day`
         counts so too); PostgreSQL: one refresh of the calls at a time (an advisory lock), both counts read
-        in one statement (a subquery each), a still-marked insert left out of both."""
+        in one statement (a subquery each), a still-marked insert left out of both. Returns the hours whose
+        rows moved."""
         conversations = sorted({conversation or "" for conversation, in conn.execute(
             _core("record_conversations"), {"ids": sorted(records)})})
         if not conversations:
-            return  # deleted since (their delete marked the day: it is recounted)
+            return set()  # deleted since (their delete marked the day: it is recounted)
         where = PENDING + (" AND COALESCE(conversation_id, '') IN :conversations" if "" in conversations else
                            " AND conversation_id IN :conversations")  # by its index, not the day's records
         before, after = _day_counts(conn, day, [where + " AND id NOT IN :records", where], conversations,
@@ -626,29 +645,32 @@ class RollupsStore:
         stored = _stored_rows(conn, day, moved)
         for name, keys in moved.items():
             _add_counts(conn, name, day, keys, stored[name])
+        return {key[0] for keys in moved.values() for key in keys}
 
 
 def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> dict[str, dict[tuple, tuple]]:
     """The stored rows of ``day`` that the keys of ``moved`` (per call rollup) may hit, read in one statement
-    (each table's rows narrowed by its first key column, a task or a provider; the latency buckets also by
-    bucket, not the task's every bucket): per table, key → (row id, counts)."""
-    selects, params, expanding = [], {"day": day}, list(moved)
+    (each table's rows narrowed by the keys' hours and by the first key column after the hour, a task or a
+    provider; the latency buckets also by bucket, not the task's every bucket): per table, key → (row id,
+    counts)."""
+    selects, params, expanding = [], {"day": day}, ["hours", *moved]
+    params["hours"] = sorted({key[0] for hits in moved.values() for key in hits})
     for name, hits in moved.items():
-        keys, counted = _KEYS[name], _COUNTED[name]
+        keys, counted = _KEYS[name][1:], _COUNTED[name]  # after the hour
         padding = ["CAST(NULL AS TEXT)"] * (3 - min(len(keys), 3)) + ["CAST(NULL AS INTEGER)"] * (len(keys) < 4)
-        columns = [*keys, *padding, *counted, *["CAST(NULL AS INTEGER)"] * (6 - len(counted))]
+        columns = ["hour", *keys, *padding, *counted, *["CAST(NULL AS INTEGER)"] * (6 - len(counted))]
         narrow = " AND bucket IN :buckets" if name == "latency" else ""
         selects.append(f"SELECT '{name}' AS rollup, id, {', '.join(columns)} FROM {_TABLES[name].name} "
-                       f"WHERE day = :day AND {keys[0]} IN :{name}{narrow}")
-        params[name] = sorted({key[0] for key in hits})
+                       f"WHERE day = :day AND hour IN :hours AND {keys[0]} IN :{name}{narrow}")
+        params[name] = sorted({key[1] for key in hits})
         if narrow:
-            params["buckets"] = sorted({int(key[3]) for key in hits})
+            params["buckets"] = sorted({int(key[4]) for key in hits})
             expanding.append("buckets")
     stored: dict[str, dict[tuple, tuple]] = {name: {} for name in moved}
     if selects:
-        for rollup, row_id, *values in conn.execute(statement(" UNION ALL ".join(selects), *expanding), params):
-            width, counted = len(_KEYS[rollup]), len(_COUNTED[rollup])
-            key = tuple(int(v) if rollup == "latency" and i == 3 else v for i, v in enumerate(values[:width]))
+        for rollup, row_id, hour, *values in conn.execute(statement(" UNION ALL ".join(selects), *expanding), params):
+            width, counted = len(_KEYS[rollup]) - 1, len(_COUNTED[rollup])
+            key = (hour, *(int(v) if rollup == "latency" and i == 3 else v for i, v in enumerate(values[:width])))
             stored[rollup][key] = (row_id, tuple(int(v) for v in values[4:4 + counted]))
     return stored
 
@@ -718,8 +740,8 @@ _COUNTED = {"tasks": ("tasks", "calls", "first_try_valid", "valid", "repairs", "
             "methods": ("tasks",), "errors": ("calls",), "latency": ("calls",)}
 _TABLES = {"tasks": t.rollup_tasks, "methods": t.rollup_methods, "errors": t.rollup_errors,
            "latency": t.rollup_latency}
-_KEYS = {"tasks": ("task", "provider", "prompt_version"), "methods": ("task", "provider", "method"),
-         "errors": ("provider", "error_type"), "latency": ("task", "provider", "prompt_version", "bucket")}
+_KEYS = {"tasks": ("hour", "task", "provider", "prompt_version"), "methods": ("hour", "task", "provider", "method"),
+         "errors": ("hour", "provider", "error_type"), "latency": ("hour", "task", "provider", "prompt_version", "bucket")}
 
 
 def _zero(value: tuple) -> tuple:
@@ -760,26 +782,26 @@ def _day_counts(conn: Any, day: str, wheres: list[str], conversations: list[str]
     if records is not None:
         params["records"] = records
         expanding.append("records")
-    sql = (calls_sql(wheres[0]) + aggregates_sql(False) if len(wheres) == 1 else " UNION ALL ".join(
-        f"SELECT {side} AS side, q{side}.* FROM ({calls_sql(where) + aggregates_sql(False)}) q{side}"
+    sql = (calls_sql(wheres[0]) + aggregates_sql(False, True) if len(wheres) == 1 else " UNION ALL ".join(
+        f"SELECT {side} AS side, q{side}.* FROM ({calls_sql(where) + aggregates_sql(False, True)}) q{side}"
         for side, where in enumerate(wheres)))
     sides: list[dict[str, dict[tuple, tuple]]] = [{name: {} for name in _KEYS} for _ in wheres]
     errors: list[dict[tuple, int]] = [{} for _ in wheres]
     for row in conn.execute(statement(sql, *expanding), params):
         side = 0 if len(wheres) == 1 else int(row[0])
-        kind, _, task, provider, version, method, tasks, calls, first, valid, repairs, ms = row[-12:]
+        kind, hour, task, provider, version, method, tasks, calls, first, valid, repairs, ms = row[-12:]
         counts = sides[side]
         if kind == "task":
-            counts["tasks"][(task, provider, version)] = (
+            counts["tasks"][(hour, task, provider, version)] = (
                 int(tasks), int(calls), int(first), int(valid), int(repairs or 0), 0)
         elif kind == "series_errors":
-            errors[side][(task, provider, version)] = int(calls)
+            errors[side][(hour, task, provider, version)] = int(calls)
         elif kind == "method":
-            counts["methods"][(task, provider, method)] = (int(tasks),)
+            counts["methods"][(hour, task, provider, method)] = (int(tasks),)
         elif kind == "error":
-            counts["errors"][(provider, method)] = (int(calls),)
+            counts["errors"][(hour, provider, method)] = (int(calls),)
         elif kind == "latency":
-            key = (task, provider, version, latency_bucket(ms))
+            key = (hour, task, provider, version, latency_bucket(ms))
             counts["latency"][key] = (counts["latency"].get(key, (0,))[0] + 1,)
     for counts, side_errors in zip(sides, errors):
         for series, n in side_errors.items():
@@ -787,27 +809,32 @@ def _day_counts(conn: Any, day: str, wheres: list[str], conversations: list[str]
     return sides
 
 
-def _write_counts(conn: Any, day: str, counts: dict[str, dict[tuple, tuple]]) -> None:
-    """Store ``counts`` (:func:`_day_counts`) as ``day``'s rollups; a key counted nothing is no row."""
+def _write_counts(conn: Any, day: str, counts: dict[str, dict[tuple, tuple]]) -> set[str]:
+    """Store ``counts`` (:func:`_day_counts`) as ``day``'s rollups; a key counted nothing is no row. Returns
+    the hours whose rows moved."""
+    hours: set[str] = set()
     for name, table in _TABLES.items():
         keys, counted = _KEYS[name], _COUNTED[name]
-        _write_day(conn, table, day, [{"day": day, **dict(zip(keys, key)), **dict(zip(counted, value))}
-                                      for key, value in counts[name].items() if any(value)])
+        hours |= _write_day(conn, table, day, [{"day": day, **dict(zip(keys, key)), **dict(zip(counted, value))}
+                                               for key, value in counts[name].items() if any(value)])
+    return hours
 
 
-def _write_day(conn: Any, table: Any, day: str, values: list[dict[str, Any]]) -> int:
+def _write_day(conn: Any, table: Any, day: str, values: list[dict[str, Any]]) -> set[str]:
     """Make ``table``'s rows of ``day`` the rows ``values``, writing only the difference: a stored row that
     is not among them is deleted, a row not stored yet is inserted (a row whose count moved is both), the
     rest are left alone. One chat turn moves a few of a day's hundreds of rows (its series' counts, one
-    latency bucket), so a refresh writes a few rows instead of rewriting the day. Returns the rows written."""
+    latency bucket), so a refresh writes a few rows instead of rewriting the day. Returns the hours of the
+    rows written."""
     columns = [c.name for c in table.columns if c.name != "id"]
     stored = {tuple(row[1:]): row[0] for row in conn.execute(
         select(table.c.id, *(table.c[c] for c in columns)).where(table.c.day == day))}
     wanted = {tuple(value[c] for c in columns): value for value in values}
-    gone = [row_id for key, row_id in stored.items() if key not in wanted]
+    gone = {key: row_id for key, row_id in stored.items() if key not in wanted}
     new = [value for key, value in wanted.items() if key not in stored]
-    for batch in _chunks(gone, 500):
+    for batch in _chunks(list(gone.values()), 500):
         conn.execute(delete(table).where(table.c.id.in_(batch)))
     if new:
         conn.execute(insert(table), new)
-    return len(gone) + len(new)
+    at = columns.index("hour")
+    return {key[at] for key in gone} | {value["hour"] for value in new}

@@ -292,10 +292,11 @@ rollup_faq = Table(  # per FAQ conversation, outcome and (for not_found) questio
 )
 Index("ix_rollup_faq_conversation", rollup_faq.c.conversation_id)
 Index("ix_rollup_faq_created", rollup_faq.c.created_at)
-rollup_tasks = Table(  # per Japan day, task, provider, prompt version: model tasks (a first call and its repairs)
+rollup_tasks = Table(  # per Japan day, hour, task, provider, prompt version: model tasks (a first call and its repairs)
     "rollup_tasks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
+    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
     Column("task", String(120), nullable=False),
     Column("provider", String(40), nullable=False),
     Column("prompt_version", String(64), nullable=False),
@@ -306,37 +307,40 @@ rollup_tasks = Table(  # per Japan day, task, provider, prompt version: model ta
     Column("repairs", Integer, nullable=False),
     Column("error_calls", Integer, nullable=False),
 )
-Index("ix_rollup_tasks_day", rollup_tasks.c.day)
-rollup_methods = Table(  # per Japan day, task, provider and method (the last strategy of a task): tasks
+Index("ix_rollup_tasks_day_hour", rollup_tasks.c.day, rollup_tasks.c.hour)
+rollup_methods = Table(  # per Japan day, hour, task, provider and method (the last strategy of a task): tasks
     "rollup_methods", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
+    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
     Column("task", String(120), nullable=False),
     Column("provider", String(40), nullable=False),
     Column("method", String(40), nullable=False),
     Column("tasks", Integer, nullable=False),
 )
-Index("ix_rollup_methods_day", rollup_methods.c.day)
-rollup_errors = Table(  # per Japan day, provider and outcome of the failed calls: calls
+Index("ix_rollup_methods_day_hour", rollup_methods.c.day, rollup_methods.c.hour)
+rollup_errors = Table(  # per Japan day, hour, provider and outcome of the failed calls: calls
     "rollup_errors", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
+    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
     Column("provider", String(40), nullable=False),
     Column("error_type", String(80), nullable=True),
     Column("calls", Integer, nullable=False),
 )
-Index("ix_rollup_errors_day", rollup_errors.c.day)
-rollup_latency = Table(  # per Japan day, task, provider, prompt version and latency bucket (≈2 % wide): calls
+Index("ix_rollup_errors_day_hour", rollup_errors.c.day, rollup_errors.c.hour)
+rollup_latency = Table(  # per Japan day, hour, task, provider, prompt version, latency bucket (≈2 % wide): calls
     "rollup_latency", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
+    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
     Column("task", String(120), nullable=False),
     Column("provider", String(40), nullable=False),
     Column("prompt_version", String(64), nullable=False),
     Column("bucket", Integer, nullable=False),
     Column("calls", Integer, nullable=False),
 )
-Index("ix_rollup_latency_day", rollup_latency.c.day)
+Index("ix_rollup_latency_day_hour", rollup_latency.c.day, rollup_latency.c.hour)
 rollup_versions = Table(  # bumped by a refresh that changed the conversation rollups / the call rollups
     "rollup_versions", metadata,
     Column("name", String(40), primary_key=True),

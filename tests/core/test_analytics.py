@@ -410,9 +410,11 @@ def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conv
 @pytest.mark.parametrize("providers", [[], ["openai"]])
 def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods_figures(store, seeded, providers):
     """What 分析 keeps (the settled days' sums, yesterday's conversations and today's before the last slot,
-    each read once per version of its own) and what it reads after each write (the conversations created in
-    the last minutes and today's model calls) add up to the figures of the whole period, table for table —
-    with the day's conversations (created 12:00 Japan time) after the cut or before it."""
+    today's model calls before the last whole hour, each read once per version of its own) and what it reads
+    after each write (the conversations created in the last minutes, the model calls of the last hour or two)
+    add up to the figures of the whole period, table for table — with the day's conversations (created 12:00
+    Japan time) and model calls after the cut or before it, a task whose repair comes after the cut, and a
+    failed call of a series that started no task."""
     jst = timezone(timedelta(hours=9))
     since, until = datetime(2025, 6, 1, tzinfo=jst), datetime(2025, 7, 1, tzinfo=jst)
     assert a.settled_split(since, until, "calls", now=datetime(2025, 5, 1, 9, tzinfo=jst)) == [(since, until, "calls")]
@@ -421,17 +423,29 @@ def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods
     assert a.settled_split(since, until, "conversations", now=datetime(2025, 7, 1, 0, 5, tzinfo=jst)) == [
         (since, datetime(2025, 6, 30, tzinfo=jst), "conversations_settled"),
         (datetime(2025, 6, 30, tzinfo=jst), until, "conversations_recent")]  # no slot of July 1 before the cut
+    # a diagnosis task begun at 10:30 and repaired at 11:20; a failed repair at 13:40 of a prompt version that
+    # began no task (its task began with v1)
+    call(store, seeded["D2"], "diagnosis", "urgency_check", "openai", 1, "call", "schema_error", "structured_output",
+         250, "v1", time="2025-06-10T01:30:00.000+00:00")
+    call(store, seeded["D2"], "diagnosis", "urgency_check", "openai", 2, "repair", "ok", "structured_output", 350,
+         "v1", time="2025-06-10T02:20:00.000+00:00")
+    call(store, seeded["K1"], "knowledge", "turn", "openai", 2, "repair", "schema_error", "structured_output", 120,
+         "v9", time="2025-06-10T04:40:00.000+00:00")
     a.refresh(store)
     today, yesterday = datetime(2025, 6, 10, tzinfo=jst), datetime(2025, 6, 9, tzinfo=jst)
-    for now, cut in ((datetime(2025, 6, 10, 12, 5, tzinfo=jst), datetime(2025, 6, 10, 11, 50, tzinfo=jst)),
-                     (datetime(2025, 6, 10, 12, 29, 59, tzinfo=jst), datetime(2025, 6, 10, 12, 10, tzinfo=jst))):
+    for now, cut, hour in ((datetime(2025, 6, 10, 12, 5, tzinfo=jst), datetime(2025, 6, 10, 11, 50, tzinfo=jst),
+                            datetime(2025, 6, 10, 11, tzinfo=jst)),
+                           (datetime(2025, 6, 10, 12, 29, 59, tzinfo=jst), datetime(2025, 6, 10, 12, 10, tzinfo=jst),
+                            datetime(2025, 6, 10, 11, tzinfo=jst)),
+                           (datetime(2025, 6, 10, 14, 10, tzinfo=jst), datetime(2025, 6, 10, 14, tzinfo=jst),
+                            datetime(2025, 6, 10, 13, tzinfo=jst))):
         for part in a.FIGURES:
             split = a.settled_split(since, until, part, now=now)
             if part == "conversations":  # before yesterday, yesterday, today before the cut, after it
                 assert split == [(since, yesterday, "conversations_settled"), (yesterday, today, "conversations_recent"),
                                  (today, cut, "conversations_earlier"), (cut, until, "conversations")]
-            else:
-                assert split == [(since, today, "calls_settled"), (today, until, "calls")]
+            else:  # before today, today before the last whole hour, after it
+                assert split == [(since, today, "calls_settled"), (today, hour, "calls_earlier"), (hour, until, "calls")]
             whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
             added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
             for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):

@@ -225,10 +225,11 @@ def test_a_column_name_with_a_dot_is_one_field_not_a_path():
 
 def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, monkeypatch):
     """The period's settled days (model calls before today, conversations created before yesterday, Japan
-    time), yesterday's conversations and today's created before the last whole slot are read once and kept
-    until one of them changes; another user's chat turn makes the next run read today's calls and the
-    conversations created since the cut only, a turn in a conversation begun earlier today those of today
-    before the cut too (counted; the clock held at 12:05 Japan time, the cut at 11:50)."""
+    time), yesterday's conversations, today's created before the last whole slot and today's model calls
+    before the last whole hour are read once and kept until one of them changes; another user's chat turn
+    makes the next run read the calls and the conversations since the cuts only, a turn in a conversation
+    begun earlier today those of today before the cut too, a call in an earlier hour today's calls before
+    the cut too (counted; the clock held at 12:05 Japan time, the cuts at 11:50 and 11:00)."""
     from datetime import time, timedelta
 
     import streamlit as st
@@ -244,7 +245,7 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
     def at_noon(minutes: int) -> str:
         return (today + timedelta(hours=12, minutes=minutes)).astimezone(timezone.utc).isoformat(timespec="milliseconds")
 
-    monkeypatch.setattr(rollups, "slot_start", lambda now=None: today + timedelta(hours=12))
+    monkeypatch.setattr(rollups, "slot_start", lambda now=None, part="conversations": today + timedelta(hours=12))
     monkeypatch.setattr(store_base, "now_iso", lambda: at_noon(-180))  # 09:00: begun before the cut
     morning = conversation(seeded, "faq", faq_chat(("answered", "朝の質問", 1)), provider="offline")
     monkeypatch.setattr(store_base, "now_iso", lambda: at_noon(5))
@@ -254,18 +255,24 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
                         reads.append((part, since)) or real(store, part, since, until, providers))
     at = page()
     start, yesterday, cut = today - timedelta(days=29), today - timedelta(days=1), today + timedelta(hours=11, minutes=50)
-    assert sorted(reads) == sorted([("calls", start), ("calls", today), ("conversations", start),
+    hour = today + timedelta(hours=11)
+    assert sorted(reads) == sorted([("calls", start), ("calls", today), ("calls", hour), ("conversations", start),
                                     ("conversations", yesterday), ("conversations", today), ("conversations", cut)])
     reads.clear()
     conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
     call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=at_noon(5))
     at.run()
-    assert not at.exception and sorted(reads) == [("calls", today), ("conversations", cut)]
+    assert not at.exception and sorted(reads) == [("calls", hour), ("conversations", cut)]
     reads.clear()
     seeded.append_turn(morning, {"user": "続きです", "message": "回答", "outcome": "answered"}, role="exchange",
                        step="answered")
     at.run()
     assert not at.exception and sorted(reads) == [("conversations", today), ("conversations", cut)]
+    reads.clear()
+    call(seeded, morning, "faq", "answered", "offline", 1, "call", "ok", "structured_output", 90, time=at_noon(-180))
+    at.run()
+    assert not at.exception and sorted(reads) == [("calls", today), ("calls", hour), ("conversations", today),
+                                                  ("conversations", cut)]  # a record marks its conversation too
     reads.clear()
     at.run()  # nothing new: nothing read
     assert not at.exception and reads == []

@@ -116,7 +116,8 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
         rollups.mark_everything(conn)
     store.refresh_rollups()
     assert rollup_rows(store) == kept and day_rows(store) == kept_days
-    assert kept_days["rollup_tasks"] >= {("2025-06-10", "faq/answered", "openai", rollups.UNKNOWN, 2, 3, 1, 2, 1, 1)}
+    assert kept_days["rollup_tasks"] >= {("2025-06-10", "2025-06-10T03", "faq/answered", "openai", rollups.UNKNOWN,
+                                          2, 3, 1, 2, 1, 1)}  # per hour of the Japan day
 
 
 def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
@@ -203,7 +204,7 @@ def test_an_inserted_record_is_added_to_its_day_from_its_conversations_calls_alo
     assert len(statements) == 1 and statements[0][0].count("WITH calls AS") == 2
     assert all([v for k, v in p.items() if k.startswith("conversations")] == [cid] for _, p in statements)
     assert day_rows(store) == recount_everything(store)
-    tasks = {r[1:4]: r[4:] for r in day_rows(store)["rollup_tasks"]}
+    tasks = {r[2:5]: r[5:] for r in day_rows(store)["rollup_tasks"]}  # (day, hour, series…, counts…)
     assert tasks[("faq/answered", "openai", rollups.UNKNOWN)] == (4, 5, 3, 4, 1, 1)
 
     store.add_debug_record({**record(cid, attempt=2, outcome="parse_error"), "prompt_version": "v9"}, operator)
@@ -211,7 +212,7 @@ def test_an_inserted_record_is_added_to_its_day_from_its_conversations_calls_alo
     store.add_debug_record(record(others[0], latency=75.0), operator)
     store.refresh_rollups()
     kept = day_rows(store)
-    tasks = {r[1:4]: r[4:] for r in kept["rollup_tasks"]}
+    tasks = {r[2:5]: r[5:] for r in kept["rollup_tasks"]}
     assert tasks[("faq/answered", "openai", "v9")] == (0, 0, 0, 0, 0, 1)  # failed calls, no task: not shown
     assert kept == recount_everything(store)
 
@@ -267,8 +268,8 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     assert len(few) == len(many) == 13 + (store.dialect == "postgresql"), many
     calls = ("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")
     reads = [s for s in many if s.startswith("SELECT") and any(f"FROM {name}" in s for name in calls)]
-    assert len(reads) == 1 and reads[0].count(" IN (") == 4, reads  # the moved keys' rows only (latency: by
-    # bucket too), in one read
+    assert len(reads) == 1 and reads[0].count(" IN (") == 7, reads  # the moved keys' rows only (by hour and
+    # key, three tables; latency: by bucket too), in one read
     assert sum(s.startswith("UPDATE") and any(name in s.split()[1] for name in calls) for s in many) == 3
     assert not any(s.startswith("WITH cohort") for s in many)  # the conversation's rows: INSERT … SELECT only
     assert day_rows(store) == recount_everything(store)
@@ -393,7 +394,7 @@ def test_a_turn_in_a_conversation_begun_before_the_current_slot_moves_the_earlie
     import core.store.base as store_base
 
     today = datetime.combine(datetime.now(rollups.DAY_TZ).date(), datetime.min.time(), rollups.DAY_TZ)
-    monkeypatch.setattr(rollups, "slot_start", lambda now=None: today + timedelta(hours=12))
+    monkeypatch.setattr(rollups, "slot_start", lambda now=None, part="conversations": today + timedelta(hours=12))
     earlier = rollups.EARLIER["conversations"]
     ids = {}
     for name, minutes in (("before", -1), ("since", 1)):
@@ -409,6 +410,72 @@ def test_a_turn_in_a_conversation_begun_before_the_current_slot_moves_the_earlie
         assert after["conversations"] > before["conversations"]
         assert (after.get(earlier, 0) > before.get(earlier, 0)) is moves, name
         assert after.get(rollups.RECENT["conversations"], 0) == before.get(rollups.RECENT["conversations"], 0)
+
+
+def test_a_model_call_in_an_hour_of_today_before_the_present_one_moves_the_earlier_version(store, operator,
+                                                                                            monkeypatch):
+    """Today's model calls are counted per hour: a call (or a repair joining a task begun) in an hour before
+    the refresh's (``rollups.slot_start`` of the calls) moves their earlier version, a call in the present hour
+    does not (counted)."""
+    today = datetime.combine(datetime.now(rollups.DAY_TZ).date(), datetime.min.time(), rollups.DAY_TZ)
+    monkeypatch.setattr(rollups, "slot_start", lambda now=None, part="conversations": today + timedelta(hours=12))
+    earlier = rollups.EARLIER["calls"]
+
+    def at(minutes: int) -> str:
+        return (today + timedelta(hours=12, minutes=minutes)).astimezone(UTC).isoformat(timespec="milliseconds")
+
+    cid = store.create_conversation("faq", operator)
+    store.refresh_rollups()
+    for when, attempt, moves in ((5, 1, False), (-5, 1, True), (10, 1, False), (20, 2, False), (-70, 1, True)):
+        before = store.rollup_versions()
+        store.add_debug_record(record(cid, at=at(when), attempt=attempt), operator)
+        store.refresh_rollups()
+        after = store.rollup_versions()
+        assert after["calls"] > before["calls"]
+        assert (after.get(earlier, 0) > before.get(earlier, 0)) is moves, when
+        assert after.get(rollups.SETTLED["calls"], 0) == before.get(rollups.SETTLED["calls"], 0)
+    hours = {row[1] for row in day_rows(store)["rollup_latency"]}
+    assert hours == {at(m)[:13] for m in (5, -5, -70)}  # a call's own hour
+    assert day_rows(store) == recount_everything(store)
+
+
+def test_the_call_hours_migration_goes_down_and_up(store_url, operator):
+    """0013 counts the model calls per hour: up from 0012 the days counted per day are counted again per hour
+    (the same totals), down again per day."""
+    from sqlalchemy import create_engine, inspect
+
+    from core.store.store import Store
+    from tests.core.store.test_people_names import _alembic
+
+    store = Store(store_url)
+    cid = store.create_conversation("faq", operator)
+    for hour, outcome in ((1, "ok"), (3, "schema_error"), (5, "ok")):
+        store.add_debug_record(record(cid, at=f"2025-06-10T0{hour}:00:00.000+00:00", outcome=outcome), operator)
+    store.refresh_rollups()
+    per_hour = day_rows(store)
+    store.engine.dispose()
+
+    def tasks_by_day() -> tuple[set[str], list[tuple]]:
+        engine = create_engine(store_url)
+        try:
+            with engine.connect() as conn:
+                columns = {c["name"] for c in inspect(conn).get_columns("rollup_tasks")}
+                rows = conn.exec_driver_sql("SELECT day, SUM(tasks), SUM(calls), SUM(error_calls) FROM rollup_tasks "
+                                            "GROUP BY day").all()
+                return columns, [tuple(int(v) if i else v for i, v in enumerate(row)) for row in rows]
+        finally:
+            engine.dispose()
+
+    _alembic(store_url, "0012", down=True)
+    columns, rows = tasks_by_day()
+    assert "hour" not in columns and rows == []  # marked for the next refresh (0012's code counts per day)
+    _alembic(store_url, "head")
+    store = Store(store_url)
+    store.refresh_rollups()
+    columns, rows = tasks_by_day()
+    assert "hour" in columns and rows == [("2025-06-10", 3, 3, 1)]
+    assert day_rows(store) == per_hour
+    store.engine.dispose()
 
 
 def test_the_cut_of_today_is_one_slot_before_the_start_of_the_present_one():
