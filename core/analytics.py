@@ -350,10 +350,13 @@ def _call_rows(conn: Any, first: str | None, last: str | None, providers: list[s
     alone: per series (``sums``, tuples), per series and latency bucket (``latency``: :func:`_histograms`),
     per day and series (``hourly``: the chart), per task and method and per outcome (tuples).
     :func:`_call_shape` adds ranges up and makes the frames."""
-    where = (_range("day", first, last) + (" AND hour >= :from_hour" if hours[0] else "")
-             + (" AND hour < :to_hour" if hours[1] else "") + (" AND provider IN :providers" if providers else ""))
+    # the hours bound the day they fall in only (a bound's day is ``first`` / the day before ``last``)
+    where = (_range("day", first, last) + (" AND (day > :since OR hour >= :from_hour)" if hours[0] else "")
+             + (" AND (day < :last_day OR hour < :to_hour)" if hours[1] else "")
+             + (" AND provider IN :providers" if providers else ""))
+    last_day = None if last is None else (date.fromisoformat(last) - timedelta(days=1)).isoformat()
     params: dict[str, Any] = {"since": first, "until": last, "providers": providers, "from_hour": hours[0],
-                              "to_hour": hours[1]}
+                              "to_hour": hours[1], "last_day": last_day}
     series = ", ".join(QUALITY_KEYS)
     # a row of 0 tasks holds only failed calls of a series that started no task in its hour: they are added to
     # the series' (a series that started no task in the whole range is not shown: _series_totals), and left

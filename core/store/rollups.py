@@ -5,9 +5,11 @@ after a write pays for what that write touched, not for the whole period again.
   phase, final step, urgency, booking, answers and citations, its knowledge entries by status;
   ``rollup_faq`` — an FAQ conversation's exchanges per outcome (and not-found question).
 * ``rollup_tasks`` / ``rollup_methods`` / ``rollup_errors`` / ``rollup_latency`` — the model calls of one
-  Japan day grouped into tasks (a first call and its retries and repairs) per UTC hour (a task's: the hour it
-  started; a call's: its own), task, provider and prompt version; latencies as a histogram of ≈2 % wide
-  buckets (:func:`latency_bucket`), so p50 / p95 come out within 1 % of the exact value.
+  Japan day grouped into tasks (a first call and its retries and repairs) per task, provider and prompt
+  version, and for today per UTC hour too (``hour``: a task's the hour it started, a call's its own; a day
+  before today is one hour ``""``, folded by the first refresh of the next day: :meth:`RollupsStore._fold_hours`);
+  latencies as a histogram of ≈2 % wide buckets (:func:`latency_bucket`), so p50 / p95 come out within 1 % of
+  the exact value.
 
 **Kept current by the write path.** Triggers on ``conversations`` (insert, state), ``turns``, ``bookings``,
 ``knowledge_entries`` (insert, status) and ``debug_records`` append what a write touched (a conversation
@@ -132,6 +134,11 @@ def earlier_before(now: datetime | None = None, part: str = "conversations") -> 
     whoever refreshes, as long as the two processes' clocks differ by less than a slot. Before today's
     midnight (the first slot of a day): no cut."""
     return slot_start(now, part) - TODAY_SLOT[part]
+
+
+def japan_now() -> datetime:
+    """The present, Japan time (what a refresh counts "today" by)."""
+    return datetime.now(DAY_TZ)
 
 
 def hour_of(at: datetime) -> str:
@@ -527,14 +534,17 @@ class RollupsStore:
     def refresh_rollups(self) -> dict[str, int]:
         """Recount the conversations and days written since the last refresh (``rollup_dirty``); returns how
         many of each were recounted."""
+        now = japan_now()
+        today = now.date()
+        if getattr(self, "_folded_before", None) != today:  # once a day per process: yesterday's hours
+            self._fold_hours(today)
+            self._folded_before = today
         with self._read() as conn:
             marks = conn.execute(_core("marks")).all()
         if not marks:
             return {"conversations": 0, "days": 0}
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
-        now = datetime.now(DAY_TZ)
-        today = now.date()
         batches = list(zip_longest(_chunks(conversations, BATCH), _chunks(dates, DAYS_PER_BATCH), fillvalue=[]))
         days = 0
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
@@ -570,10 +580,11 @@ class RollupsStore:
                         conn.execute(statement(f"SELECT {CUSTOM_PLANS}"))
                     hours: set[str] = set()  # today's hours whose rows moved
                     for day in recounted:
+                        hourly = day >= today.isoformat()  # a day before today: counted per day (_fold_hours)
                         if day in whole:
-                            moved = self._recount_day(conn, day)
+                            moved = self._recount_day(conn, day, hourly)
                         else:
-                            moved = self._add_records(conn, day, added[day])
+                            moved = self._add_records(conn, day, added[day], hourly)
                         if day == today.isoformat():
                             hours |= moved
                         days += 1
@@ -616,13 +627,22 @@ class RollupsStore:
         conn.execute(statement(f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) " + cohort + FAQ_SQL, "ids"), params)
         return {at for at in created if at is not None}
 
-    def _recount_day(self, conn: Any, day: str) -> set[str]:
-        """Count the model calls of ``day`` again, all of them but those whose insert is still marked (each is
-        added by the refresh that takes its mark: :meth:`_add_records`); returns the hours whose rows moved."""
-        (counts,) = _day_counts(conn, day, [PENDING])
+    def _fold_hours(self, today: date) -> None:
+        """Mark the days before ``today`` still counted per hour (the last day a refresh counted as today), so
+        that they are counted again per day: only today is read in hours (:func:`earlier_before`), and a day's
+        rows per hour are several times its rows per day (``rollup_tasks`` of a 30k store: ×7), which the
+        settled days' read would sum again."""
+        with self._write() as conn:
+            conn.execute(statement(FOLD_HOURS), {"today": today.isoformat()})
+
+    def _recount_day(self, conn: Any, day: str, hourly: bool = True) -> set[str]:
+        """Count the model calls of ``day`` again (per hour when ``hourly``, else per day), all of them but
+        those whose insert is still marked (each is added by the refresh that takes its mark:
+        :meth:`_add_records`); returns the hours whose rows moved."""
+        (counts,) = _day_counts(conn, day, [PENDING], hourly=hourly)
         return _write_counts(conn, day, counts)
 
-    def _add_records(self, conn: Any, day: str, records: set[int]) -> set[str]:
+    def _add_records(self, conn: Any, day: str, records: set[int], hourly: bool = True) -> set[str]:
         """Add the inserted debug records ``records`` (their marks taken by this refresh) to ``day``'s rollups:
         their conversations' calls of that day counted without them and with them (a task groups a
         conversation's calls), the difference added to the stored rows. Cost: those conversations' calls,
@@ -637,7 +657,7 @@ class RollupsStore:
         where = PENDING + (" AND COALESCE(conversation_id, '') IN :conversations" if "" in conversations else
                            " AND conversation_id IN :conversations")  # by its index, not the day's records
         before, after = _day_counts(conn, day, [where + " AND id NOT IN :records", where], conversations,
-                                    sorted(records))
+                                    sorted(records), hourly=hourly)
         moved = {name: {key: (after[name].get(key), before[name].get(key))
                         for key in set(after[name]) | set(before[name]) if after[name].get(key) != before[name].get(key)}
                  for name in _TABLES}
@@ -728,6 +748,10 @@ def _planned_once(conn: Any) -> Iterator[bool]:
         dbapi.prepare_threshold = threshold
 
 
+# The days before today still counted per hour, marked as Japan days (``YYYYMMDDa``) to be counted per day: any
+# day with model calls has a row in ``rollup_tasks`` (a failed call of a series without a task: a row of 0 tasks).
+FOLD_HOURS = ("INSERT INTO rollup_dirty(day) SELECT DISTINCT REPLACE(day, '-', '') || 'a' FROM rollup_tasks "
+              "WHERE day < :today AND hour <> ''")
 ADD_LIMIT = 500  # more inserted records than this on one day: recounting the day is as cheap (and one statement)
 CALLS_LOCK = 0x6B61697761  # PostgreSQL advisory lock key of the model calls' refresh ("kaiwa")
 # a day's records but those whose insert is still marked (each added by the refresh that takes its mark): an
@@ -768,11 +792,12 @@ def _plan(taken: Iterable[tuple[str, int | None]]) -> tuple[set[str], dict[str, 
 
 
 def _day_counts(conn: Any, day: str, wheres: list[str], conversations: list[str] | None = None,
-                records: list[int] | None = None) -> list[dict[str, dict[tuple, tuple]]]:
-    """The model calls of ``day`` that each of ``wheres`` selects, counted as the day rollups hold them, in
-    one statement (a subquery per ``where``, told apart by ``side``): per ``where``, per table (``_KEYS``) a
-    key → counts (``_COUNTED``). A series' failed calls are kept even when it started no task that day (a
-    row of 0 tasks, which 分析 does not show), so that adding calls stays exact."""
+                records: list[int] | None = None, hourly: bool = True) -> list[dict[str, dict[tuple, tuple]]]:
+    """The model calls of ``day`` that each of ``wheres`` selects, counted as the day rollups hold them (per
+    UTC hour when ``hourly``, else the hour ``""``: the whole day), in one statement (a subquery per
+    ``where``, told apart by ``side``): per ``where``, per table (``_KEYS``) a key → counts (``_COUNTED``). A
+    series' failed calls are kept even when it started no task in an hour (a row of 0 tasks, which 分析 adds
+    to the series' rows of tasks), so that adding calls stays exact."""
     lo, hi = day_bounds(day)
     params: dict[str, Any] = {"since": lo, "until": hi, "unknown": UNKNOWN}
     expanding = []
@@ -782,14 +807,15 @@ def _day_counts(conn: Any, day: str, wheres: list[str], conversations: list[str]
     if records is not None:
         params["records"] = records
         expanding.append("records")
-    sql = (calls_sql(wheres[0]) + aggregates_sql(False, True) if len(wheres) == 1 else " UNION ALL ".join(
-        f"SELECT {side} AS side, q{side}.* FROM ({calls_sql(where) + aggregates_sql(False, True)}) q{side}"
+    sql = (calls_sql(wheres[0]) + aggregates_sql(False, hourly) if len(wheres) == 1 else " UNION ALL ".join(
+        f"SELECT {side} AS side, q{side}.* FROM ({calls_sql(where) + aggregates_sql(False, hourly)}) q{side}"
         for side, where in enumerate(wheres)))
     sides: list[dict[str, dict[tuple, tuple]]] = [{name: {} for name in _KEYS} for _ in wheres]
     errors: list[dict[tuple, int]] = [{} for _ in wheres]
     for row in conn.execute(statement(sql, *expanding), params):
         side = 0 if len(wheres) == 1 else int(row[0])
         kind, hour, task, provider, version, method, tasks, calls, first, valid, repairs, ms = row[-12:]
+        hour = hour or ""  # not hourly: the whole day
         counts = sides[side]
         if kind == "task":
             counts["tasks"][(hour, task, provider, version)] = (

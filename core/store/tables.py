@@ -296,7 +296,7 @@ rollup_tasks = Table(  # per Japan day, hour, task, provider, prompt version: mo
     "rollup_tasks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
-    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
+    Column("hour", String(13), nullable=False, server_default=""),  # today: UTC ``YYYY-MM-DDTHH``, else "" (0013)
     Column("task", String(120), nullable=False),
     Column("provider", String(40), nullable=False),
     Column("prompt_version", String(64), nullable=False),
@@ -312,7 +312,7 @@ rollup_methods = Table(  # per Japan day, hour, task, provider and method (the l
     "rollup_methods", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
-    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
+    Column("hour", String(13), nullable=False, server_default=""),  # today: UTC ``YYYY-MM-DDTHH``, else "" (0013)
     Column("task", String(120), nullable=False),
     Column("provider", String(40), nullable=False),
     Column("method", String(40), nullable=False),
@@ -323,7 +323,7 @@ rollup_errors = Table(  # per Japan day, hour, provider and outcome of the faile
     "rollup_errors", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
-    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
+    Column("hour", String(13), nullable=False, server_default=""),  # today: UTC ``YYYY-MM-DDTHH``, else "" (0013)
     Column("provider", String(40), nullable=False),
     Column("error_type", String(80), nullable=True),
     Column("calls", Integer, nullable=False),
@@ -333,7 +333,7 @@ rollup_latency = Table(  # per Japan day, hour, task, provider, prompt version, 
     "rollup_latency", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
-    Column("hour", String(13), nullable=False, server_default=""),  # UTC hour, ``YYYY-MM-DDTHH`` (0013)
+    Column("hour", String(13), nullable=False, server_default=""),  # today: UTC ``YYYY-MM-DDTHH``, else "" (0013)
     Column("task", String(120), nullable=False),
     Column("provider", String(40), nullable=False),
     Column("prompt_version", String(64), nullable=False),

@@ -40,6 +40,22 @@ def clock(monkeypatch):
     return now
 
 
+@pytest.fixture
+def counted_on_day1(monkeypatch):
+    """The rollups counted as on DAY1 (12:00 Japan time): that day per hour, as a refresh counts today."""
+    from core.store import rollups
+
+    monkeypatch.setattr(rollups, "japan_now", lambda: datetime.fromisoformat(DAY1).astimezone(rollups.DAY_TZ))
+
+
+@pytest.fixture(params=["day1 per hour", "every day whole"])
+def counted(request, monkeypatch):
+    """The rollups counted as on DAY1 (its calls per hour), or as today (every day of the seed whole: a cut
+    within a day counted whole still adds up)."""
+    if request.param == "day1 per hour":
+        request.getfixturevalue("counted_on_day1")
+
+
 # ---- seeding helpers (entries shaped as each page keeps them; written through chat_sync like the pages) -----
 def k_turn(phase: str, mode: str = "interview") -> dict:
     return {"control": {"schema_version": "1.0", "mode": mode}, "state": {"phase": phase, "missing_info": []},
@@ -408,7 +424,8 @@ def test_conversations_summed_by_the_database_are_as_many_rows_as_kinds_not_conv
 
 
 @pytest.mark.parametrize("providers", [[], ["openai"]])
-def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods_figures(store, seeded, providers):
+def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods_figures(store, counted, seeded,
+                                                                                          providers):
     """What 分析 keeps (the settled days' sums, yesterday's conversations and today's before the last slot,
     today's model calls before the last whole hour, each read once per version of its own) and what it reads
     after each write (the conversations created in the last minutes, the model calls of the last hour or two)
@@ -453,7 +470,7 @@ def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods
                 assert not a.figure(whole, name).empty or name == "method_mix" and providers
 
 
-def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(store, seeded):
+def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(store, counted_on_day1, seeded):
     """分析's provider filter lists the providers its pieces name (read with the figures, no query of their own):
     per piece and part, the same as ``providers_seen`` finds for those days; a filtered piece names none."""
     jst = timezone(timedelta(hours=9))

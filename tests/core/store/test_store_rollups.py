@@ -116,8 +116,8 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
         rollups.mark_everything(conn)
     store.refresh_rollups()
     assert rollup_rows(store) == kept and day_rows(store) == kept_days
-    assert kept_days["rollup_tasks"] >= {("2025-06-10", "2025-06-10T03", "faq/answered", "openai", rollups.UNKNOWN,
-                                          2, 3, 1, 2, 1, 1)}  # per hour of the Japan day
+    assert kept_days["rollup_tasks"] >= {("2025-06-10", "", "faq/answered", "openai", rollups.UNKNOWN,
+                                          2, 3, 1, 2, 1, 1)}  # a day before today: counted whole
 
 
 def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
@@ -439,6 +439,33 @@ def test_a_model_call_in_an_hour_of_today_before_the_present_one_moves_the_earli
     assert day_rows(store) == recount_everything(store)
 
 
+def test_today_is_counted_per_hour_and_folded_into_its_day_by_the_first_refresh_of_the_next(store, operator,
+                                                                                            monkeypatch):
+    """Only today's model calls are counted per hour (分析 cuts nothing else): a day before today is one row
+    per key (hour ``""``), and the first refresh of the next day counts yesterday again per day — the same
+    totals, fewer rows, the settled version moved."""
+    day = datetime(2025, 6, 10, 15, tzinfo=rollups.DAY_TZ)
+    monkeypatch.setattr(rollups, "japan_now", lambda: day)
+    cid = store.create_conversation("faq", operator)
+    for hour, outcome in ((1, "ok"), (3, "schema_error"), (5, "ok")):
+        store.add_debug_record(record(cid, at=f"2025-06-10T0{hour}:00:00.000+00:00", outcome=outcome), operator)
+    store.add_debug_record(record(cid, at="2025-06-09T03:00:00.000+00:00"), operator)  # the day before
+    store.refresh_rollups()
+
+    def tasks() -> dict[tuple, tuple]:
+        return {r[:2]: r[5:] for r in day_rows(store)["rollup_tasks"]}
+
+    assert tasks() == {("2025-06-09", ""): (1, 1, 1, 1, 0, 0), ("2025-06-10", "2025-06-10T01"): (1, 1, 1, 1, 0, 0),
+                       ("2025-06-10", "2025-06-10T03"): (1, 1, 0, 0, 0, 1),
+                       ("2025-06-10", "2025-06-10T05"): (1, 1, 1, 1, 0, 0)}
+    settled = store.rollup_versions().get(rollups.SETTLED["calls"], 0)
+    monkeypatch.setattr(rollups, "japan_now", lambda: day + timedelta(days=1))
+    store.refresh_rollups()  # nothing written since: yesterday folded all the same
+    assert tasks() == {("2025-06-09", ""): (1, 1, 1, 1, 0, 0), ("2025-06-10", ""): (3, 3, 2, 2, 0, 1)}
+    assert store.rollup_versions()[rollups.SETTLED["calls"]] > settled
+    assert store.refresh_rollups() == {"conversations": 0, "days": 0}  # once a day
+
+
 def test_the_call_hours_migration_goes_down_and_up(store_url, operator):
     """0013 counts the model calls per hour: up from 0012 the days counted per day are counted again per hour
     (the same totals), down again per day."""
@@ -449,10 +476,14 @@ def test_the_call_hours_migration_goes_down_and_up(store_url, operator):
 
     store = Store(store_url)
     cid = store.create_conversation("faq", operator)
+    today = datetime.now(rollups.DAY_TZ).date()
+    start = datetime.combine(today, datetime.min.time(), rollups.DAY_TZ)
     for hour, outcome in ((1, "ok"), (3, "schema_error"), (5, "ok")):
-        store.add_debug_record(record(cid, at=f"2025-06-10T0{hour}:00:00.000+00:00", outcome=outcome), operator)
+        at = (start + timedelta(hours=hour)).astimezone(UTC).isoformat(timespec="milliseconds")
+        store.add_debug_record(record(cid, at=at, outcome=outcome), operator)
     store.refresh_rollups()
     per_hour = day_rows(store)
+    assert len({row[1] for row in per_hour["rollup_tasks"]}) == 3  # today: per hour
     store.engine.dispose()
 
     def tasks_by_day() -> tuple[set[str], list[tuple]]:
@@ -473,7 +504,7 @@ def test_the_call_hours_migration_goes_down_and_up(store_url, operator):
     store = Store(store_url)
     store.refresh_rollups()
     columns, rows = tasks_by_day()
-    assert "hour" in columns and rows == [("2025-06-10", 3, 3, 1)]
+    assert "hour" in columns and rows == [(today.isoformat(), 3, 3, 1)]
     assert day_rows(store) == per_hour
     store.engine.dispose()
 
