@@ -189,7 +189,7 @@ _RANK = ("CASE t.step WHEN 'collect_case' THEN 0 WHEN 'organize_risks' THEN 1 WH
 _ANSWER = "t.role = 'assistant' AND t.ok"
 _ANSWER_STEPS = ", ".join(f"'{s}'" for s in ANSWER_STEPS)
 
-CONVERSATIONS_SQL = f"""
+CONVERSATIONS_CTES = f"""
 , knowledge AS (
   SELECT t.conversation_id AS id,
     MAX(CASE WHEN {_ANSWER} THEN {_RANK} END) AS max_rank,
@@ -219,7 +219,8 @@ CONVERSATIONS_SQL = f"""
   FROM knowledge_entries e JOIN cohort c ON c.id = e.conversation_id
   WHERE e.conversation_id IN (SELECT id FROM cohort)  -- read by its index: SQLite would scan every entry
   GROUP BY e.conversation_id
-)
+)"""
+CONVERSATIONS_SELECT = """
 SELECT c.id, c.flow, c.created_at, c.started, c.provider,
   k.max_rank,
   (SELECT t.step FROM turns t WHERE t.conversation_id = c.id AND t.seq = k.last_phase_seq) AS last_phase,
@@ -240,6 +241,7 @@ SELECT c.id, c.flow, c.created_at, c.started, c.provider,
   COALESCE(x.entries_ever, 0) AS entries_ever
 FROM cohort c LEFT JOIN knowledge k ON k.id = c.id LEFT JOIN diagnosis d ON d.id = c.id LEFT JOIN entries x ON x.id = c.id
 ORDER BY c.created_at, c.id"""
+CONVERSATIONS_SQL = CONVERSATIONS_CTES + CONVERSATIONS_SELECT  # after cohort_sql: a conversation's rollup row
 
 CONVERSATION_ROW = ("id", "flow", "created_at", "started", "provider", "max_rank", "last_phase", "finalized",
                     "confirmed", "to_draft", "to_finalize", "final_step", "urgency", "booked", "answers", "cited",
@@ -619,12 +621,20 @@ class RollupsStore:
         of 分析's pieces the recount changes."""
         params = {"ids": ids, "unknown": UNKNOWN}
         cohort = cohort_sql(self.dialect, "c.id IN :ids")
+        insert_faq = f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) "
+        insert_rows = f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) "
+        if self.dialect == "postgresql":  # two statements, not four: the FAQ rows' delete and insert ride in
+            # data-modifying CTEs (one round trip less each; the cohort is evaluated once for both inserts)
+            created = {row[0] for row in conn.execute(statement(RECOUNT_DELETE_PG, "ids"), {"ids": ids})}
+            created |= {row[0] for row in conn.execute(statement(
+                cohort + CONVERSATIONS_CTES + f", faq_rows AS ({insert_faq}{FAQ_SQL})\n" + insert_rows
+                + CONVERSATIONS_SELECT + " RETURNING created_at", "ids"), params)}
+            return {at for at in created if at is not None}
         created = {row[0] for row in conn.execute(_core("delete_conversations"), {"ids": ids})}
         conn.execute(_core("delete_faq"), {"ids": ids})
         created |= {row[0] for row in conn.execute(statement(
-            f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) " + cohort + CONVERSATIONS_SQL
-            + " RETURNING created_at", "ids"), params)}
-        conn.execute(statement(f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) " + cohort + FAQ_SQL, "ids"), params)
+            insert_rows + cohort + CONVERSATIONS_SQL + " RETURNING created_at", "ids"), params)}
+        conn.execute(statement(insert_faq + cohort + FAQ_SQL, "ids"), params)
         return {at for at in created if at is not None}
 
     def _fold_hours(self, today: date) -> None:
@@ -748,6 +758,9 @@ def _planned_once(conn: Any) -> Iterator[bool]:
         dbapi.prepare_threshold = threshold
 
 
+# PostgreSQL: a recount's deletes in one statement (their rows' creation times come back)
+RECOUNT_DELETE_PG = ("WITH faq_gone AS (DELETE FROM rollup_faq WHERE conversation_id IN :ids) "
+                     "DELETE FROM rollup_conversations WHERE id IN :ids RETURNING created_at")
 # The days before today still counted per hour, marked as Japan days (``YYYYMMDDa``) to be counted per day: any
 # day with model calls has a row in ``rollup_tasks`` (a failed call of a series without a task: a row of 0 tasks).
 FOLD_HOURS = ("INSERT INTO rollup_dirty(day) SELECT DISTINCT REPLACE(day, '-', '') || 'a' FROM rollup_tasks "
