@@ -592,7 +592,8 @@ class RollupsStore:
                         days += 1
                     settled = recounted and recounted[0] < settled_before("calls", today)
                     this_hour = hour_of(slot_start(now, "calls"))
-                    earlier = any(hour < this_hour for hour in hours)
+                    yesterday = (today - timedelta(days=1)).isoformat()  # still today for a clock a little behind
+                    earlier = any(hour < this_hour for hour in hours) or yesterday in recounted
                     bumped += ["calls", *([SETTLED["calls"]] if settled else []),
                                *([EARLIER["calls"]] if earlier else [])]
                 self._bump_rollups(conn, *bumped)

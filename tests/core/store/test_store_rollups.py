@@ -460,11 +460,14 @@ def test_today_is_counted_per_hour_and_folded_into_its_day_by_the_first_refresh_
     assert tasks() == {("2025-06-09", ""): (1, 1, 1, 1, 0, 0), ("2025-06-10", "2025-06-10T01"): (1, 1, 1, 1, 0, 0),
                        ("2025-06-10", "2025-06-10T03"): (1, 1, 0, 0, 0, 1),
                        ("2025-06-10", "2025-06-10T05"): (1, 1, 1, 1, 0, 0)}
-    settled = store.rollup_versions().get(rollups.SETTLED["calls"], 0)
+    before = store.rollup_versions()
     monkeypatch.setattr(rollups, "japan_now", lambda: day + timedelta(days=1))
     store.refresh_rollups()  # nothing written since: yesterday folded all the same
     assert tasks() == {("2025-06-09", ""): (1, 1, 1, 1, 0, 0), ("2025-06-10", ""): (3, 3, 2, 2, 0, 1)}
-    assert store.rollup_versions()[rollups.SETTLED["calls"]] > settled
+    after = store.rollup_versions()
+    assert after[rollups.SETTLED["calls"]] > before.get(rollups.SETTLED["calls"], 0)
+    # a process whose clock is a little behind still cuts that day in hours: its piece before the cut is read again
+    assert after[rollups.EARLIER["calls"]] > before.get(rollups.EARLIER["calls"], 0)
     assert store.refresh_rollups() == {"conversations": 0, "days": 0}  # once a day
 
 

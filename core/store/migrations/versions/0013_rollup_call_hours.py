@@ -2,8 +2,9 @@
 the hour a task started for ``rollup_tasks`` / ``rollup_methods``, the hour of the call for ``rollup_errors`` /
 ``rollup_latency``; ``""`` for a day before today, counted whole; indexed with the day), so 分析 cuts today's calls
 at the last whole hour as it cuts today's conversations at the last ten minutes: after a chat turn it reads the
-calls of the last hour or two, not a busy day's thousands again. The rows counted per day cannot be split into hours: the days
-they counted are marked and the rows deleted, so the first refresh counts them again (a 30k store: seconds).
+calls of the last hour or two, not a busy day's thousands again. The rows counted per day cannot be split into
+hours: the days they counted are marked and the rows deleted, so the first refresh counts them again (a 30k
+store: 10–14 s, once).
 See core/store/rollups.py (``EARLIER``, ``earlier_before``).
 
 Revision ID: 0013
