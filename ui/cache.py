@@ -52,8 +52,9 @@ def _url() -> str:
 KEPT = {  # 分析's intermediate values: kind → (entries, seconds)
     "rows": (16, TTL_SECONDS),                 # the days still being written, as read (per version of their rollups)
     "settled": (16, SETTLED_TTL_SECONDS),      # the settled days and yesterday's conversations, as read
-    "earlier": (16, TTL_SECONDS),              # today's conversations before the last slot, as read (a new cut
-                                               # every 10 minutes: kept apart, it never pushes a settled piece out)
+    "earlier": (16, TTL_SECONDS),              # today's conversations before the last slot and model calls before
+                                               # the last hour, as read (a new cut every 10 minutes / hour: kept
+                                               # apart, it never pushes a settled piece out)
     "figure": (128, TTL_SECONDS),              # a computed table and its content's digest, per its inputs
     "part": (32, TTL_SECONDS),                 # a part's tables and digests, per its versions
     "providers": (16, TTL_SECONDS),            # the filter's providers, per versions
@@ -102,8 +103,8 @@ def _piece(kept: Kept, url: str, version: int, part: str, since: datetime, until
     """What one part reads for ``[since, until)`` for this version of its rollups, summed by the database
     (``analytics.read_part``; unfiltered, it names the providers it holds), and a digest per source of
     figures (``analytics.piece_sources``), made once when the piece is read. The settled days and yesterday's
-    conversations (``kind`` "settled"), and today's before the last slot ("earlier"), are kept apart from
-    the rest of today ("rows"): a write now does not push them out."""
+    conversations (``kind`` "settled"), and today's before the cut ("earlier": ``rollups.earlier_before``),
+    are kept apart from the rest of today ("rows"): a write now does not push them out."""
     def read() -> tuple[dict[str, Any], dict[str, str]]:
         raw = analytics.read_part(get_store(url), part, since, until, providers)
         return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
@@ -133,10 +134,11 @@ def _figure(kept: Kept, name: str, inputs: str, frames: analytics.PartFrames) ->
 def _part(kept: Kept, url: str, versions: tuple, part: str, since: datetime, until: datetime,
           providers: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables of one part of 分析 (``analytics.FIGURES``) and their contents' digests, for these rollup
-    versions. The settled days, yesterday's conversations and today's before the last slot
+    versions. The settled days, yesterday's conversations and today's before the cut
     (``analytics.settled_split``) are read again only when their own version moves, the rest of today whenever
-    the part's does; each table is computed again only when its own inputs changed (``_figure``), named by the digests of its source in each piece (the settled piece's
-    made when it was read) and, for a flow's conversations, the frame's column types."""
+    the part's does; each table is computed again only when its own inputs changed (``_figure``), named by
+    the digests of its source in each piece (the settled piece's made when it was read) and, for a flow's
+    conversations, the frame's column types."""
     def compute() -> tuple[dict[str, Any], dict[str, str]]:
         pieces = _pieces(kept, url, dict(versions), part, since, until, providers)
         frames = analytics.PartFrames(part, [raw for raw, _ in pieces])  # each frame made when first read

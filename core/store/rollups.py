@@ -699,7 +699,8 @@ def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> d
             expanding.append("buckets")
     stored: dict[str, dict[tuple, tuple]] = {name: {} for name in moved}
     if selects:
-        for rollup, row_id, hour, *values in conn.execute(statement(" UNION ALL ".join(selects), *expanding), params):
+        rows = conn.execute(statement(" UNION ALL ".join(selects), *expanding), params)
+        for rollup, row_id, hour, *values in rows:
             width, counted = len(_KEYS[rollup]) - 1, len(_COUNTED[rollup])
             key = (hour, *(int(v) if rollup == "latency" and i == 3 else v for i, v in enumerate(values[:width])))
             stored[rollup][key] = (row_id, tuple(int(v) for v in values[4:4 + counted]))
@@ -779,7 +780,8 @@ _COUNTED = {"tasks": ("tasks", "calls", "first_try_valid", "valid", "repairs", "
 _TABLES = {"tasks": t.rollup_tasks, "methods": t.rollup_methods, "errors": t.rollup_errors,
            "latency": t.rollup_latency}
 _KEYS = {"tasks": ("hour", "task", "provider", "prompt_version"), "methods": ("hour", "task", "provider", "method"),
-         "errors": ("hour", "provider", "error_type"), "latency": ("hour", "task", "provider", "prompt_version", "bucket")}
+         "errors": ("hour", "provider", "error_type"),
+         "latency": ("hour", "task", "provider", "prompt_version", "bucket")}
 
 
 def _zero(value: tuple) -> tuple:

@@ -248,7 +248,8 @@ rollup_dirty = Table(
 # opened 分析) is not scanned once per batch or per record (0012): a refresh takes a batch's marks by these
 # indexes, and a day's records still marked are left out of its recount by one lookup each.
 Index("ix_rollup_dirty_conversation", rollup_dirty.c.conversation_id,
-      sqlite_where=rollup_dirty.c.conversation_id.isnot(None), postgresql_where=rollup_dirty.c.conversation_id.isnot(None))
+      sqlite_where=rollup_dirty.c.conversation_id.isnot(None),
+      postgresql_where=rollup_dirty.c.conversation_id.isnot(None))
 Index("ix_rollup_dirty_day", rollup_dirty.c.day, sqlite_where=rollup_dirty.c.day.isnot(None),
       postgresql_where=rollup_dirty.c.day.isnot(None))
 Index("ix_rollup_dirty_record", rollup_dirty.c.record_id, sqlite_where=rollup_dirty.c.record_id.isnot(None),
