@@ -667,17 +667,18 @@ def _conversation_shape(raws: list[dict[str, Any]]) -> dict[str, Any]:
     return {name: make(raws) for name, make in CONVERSATION_FRAMES.items()}
 
 
-def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = ()
-              ) -> dict[str, pd.DataFrame]:
+def read_part(store: Store, part: str, since: datetime, until: datetime, providers: Iterable[str] = (), *,
+              planned: bool = False) -> dict[str, pd.DataFrame]:
     """What one part of 分析 (``conversations`` / ``calls``) reads for ``[since, until)`` (datetimes at Japan
     midnights; a bound within a day — a cut of :func:`settled_split` — at a whole hour for the model calls),
     summed by the database; :func:`shape` makes the frames, from one range or several (``ui.cache`` keeps the
     settled days' apart: :func:`settled_split`). Does not refresh. Without ``providers`` it also names the
     providers the range holds (``providers``: what :func:`providers_seen` finds for it, in the same
-    statements; ``None`` when filtered)."""
+    statements; ``None`` when filtered). ``planned``: a piece read again after every write (today's), its
+    statements planned once (``Store.planned_read_connection``); a settled piece's range is planned for itself."""
     lo, hi = utc_bound(since), utc_bound(until, end=True)
     chosen = sorted(set(providers or []))
-    with store.read_connection() as conn:
+    with store.planned_read_connection() if planned else store.read_connection() as conn:
         if part == "conversations":
             return _conversation_rows(conn, lo, hi, chosen)
         return _call_rows(conn, *_call_days(lo, hi), chosen, hours=_call_hours(lo, hi))

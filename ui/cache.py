@@ -104,9 +104,10 @@ def _piece(kept: Kept, url: str, version: int, part: str, since: datetime, until
     (``analytics.read_part``; unfiltered, it names the providers it holds), and a digest per source of
     figures (``analytics.piece_sources``), made once when the piece is read. The settled days and yesterday's
     conversations (``kind`` "settled"), and today's before the cut ("earlier": ``rollups.earlier_before``),
-    are kept apart from the rest of today ("rows"): a write now does not push them out."""
+    are kept apart from the rest of today ("rows"): a write now does not push them out. Today's pieces, read
+    again and again, are planned once per connection (``Store.planned_read_connection``)."""
     def read() -> tuple[dict[str, Any], dict[str, str]]:
-        raw = analytics.read_part(get_store(url), part, since, until, providers)
+        raw = analytics.read_part(get_store(url), part, since, until, providers, planned=kind != "settled")
         return raw, {source: digest_of(values) for source, values in analytics.piece_sources(part, raw).items()}
 
     return kept.get(kind, (url, version, part, since, until, providers), read)

@@ -192,6 +192,11 @@ class StoreBase:
         self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT") if autocommit else self.engine
         self._writer_alone = (self.engine.execution_options(isolation_level="AUTOCOMMIT", kaiwa_write=True)
                               if autocommit else None)
+        # 分析's reads of today, planned once per connection (:meth:`planned_read_connection`): made on first
+        # use, on PostgreSQL only, and only with an engine of the store's own (one handed in keeps its settings)
+        self._planned: Engine | None = None
+        self._plans_own = engine is None and autocommit
+        self._planned_lock = threading.Lock()
         self._write_failure: BaseException | None = None  # the last write's outage error, until one succeeds
         self._failure_lock = threading.Lock()
         self._reads = threading.local()  # conn: this thread's shared read connection (:meth:`reading`)
@@ -248,6 +253,26 @@ class StoreBase:
         return nullcontext(pinned) if pinned is not None else self._reader.connect()
 
     _read = read_connection
+
+    def planned_read_connection(self) -> Any:
+        """``with store.planned_read_connection() as conn:`` a read connection for the same few small reads made
+        again and again (分析's pieces of today, after every write): on PostgreSQL, in autocommit, each statement
+        is prepared on its first execution and planned once per connection (a generic plan: planning such a
+        read took several times as long as running it); elsewhere, and with an engine handed in (whose
+        settings, e.g. no prepared statements behind a pooler, it keeps), :meth:`read_connection`."""
+        if not self._plans_own:
+            return self.read_connection()
+        with self._planned_lock:
+            if self._planned is None:
+                self._planned = create_store_engine(self.url, planned=True).execution_options(
+                    isolation_level="AUTOCOMMIT")
+        return self._planned.connect()
+
+    def dispose(self) -> None:
+        """Close every pooled connection of the store (its engine's and the planned reads')."""
+        self.engine.dispose()
+        if self._planned is not None:
+            self._planned.engine.dispose()
 
     @contextmanager
     def reading(self) -> Iterator[None]:

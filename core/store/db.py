@@ -104,8 +104,14 @@ def _ping_when_idle(engine: Engine) -> None:
             raise DisconnectionError("the pooled connection did not answer")
 
 
-def create_store_engine(url: str) -> Engine:
-    """An engine for ``url`` with the SQLite pragmas set; the SQLite file's folder is created."""
+GENERIC_PLANS_OPTION = "-c plan_cache_mode=force_generic_plan"
+
+
+def create_store_engine(url: str, *, planned: bool = False) -> Engine:
+    """An engine for ``url`` with the SQLite pragmas set; the SQLite file's folder is created. ``planned``
+    (PostgreSQL): a small pool whose connections prepare every statement on its first execution and plan it
+    once (generic plans: ``plan_cache_mode``, added to the URL's own ``options``), for the same few small
+    reads made again and again (:meth:`StoreBase.planned_read_connection`)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
@@ -113,6 +119,11 @@ def create_store_engine(url: str) -> Engine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         _sqlite_setup(engine)
+    elif planned:
+        options = " ".join(filter(None, [parsed.query.get("options"), GENERIC_PLANS_OPTION]))
+        engine = create_engine(parsed.difference_update_query(["options"]), pool_size=1, max_overflow=4,
+                               connect_args={"options": options, "prepare_threshold": 0})
+        _ping_when_idle(engine)
     else:
         engine = create_engine(url, pool_size=5, max_overflow=10)
         _ping_when_idle(engine)

@@ -8,12 +8,14 @@ from datetime import date, datetime, time, timedelta, timezone
 import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy import create_engine
 
 import core.store.base as store_base
 from core import analytics as a
 from core.identity import OPERATOR, Identity
 from core.store.base import SYSTEM
 from core.store.chat_sync import sync_chat
+from core.store.rollups import EARLIER
 from core.store.store import Store
 from tests.core.store.conftest import _pg_database_url
 
@@ -29,7 +31,7 @@ def store(request, tmp_path):
     url = f"sqlite:///{tmp_path / 'analytics.db'}" if request.param == "sqlite" else _pg_database_url()
     s = Store(url)
     yield s
-    s.engine.dispose()
+    s.dispose()
 
 
 @pytest.fixture
@@ -464,7 +466,8 @@ def test_the_settled_days_and_the_days_still_written_add_up_to_the_whole_periods
             else:  # before today, today before the last whole hour, after it
                 assert split == [(since, today, "calls_settled"), (today, hour, "calls_earlier"), (hour, until, "calls")]
             whole = a.shape(part, [a.read_part(store, part, since, until, providers)])
-            added = a.shape(part, [a.read_part(store, part, lo, hi, providers) for lo, hi, _ in split])
+            added = a.shape(part, [a.read_part(store, part, lo, hi, providers, planned=name in (part, EARLIER[part]))
+                                   for lo, hi, name in split])  # today's pieces planned once, as ui.cache reads them
             for name in a.FIGURES[part] + (("faq_top_not_found",) if part == "conversations" else ()):
                 pd.testing.assert_frame_equal(a.figure(added, name), a.figure(whole, name), obj=name)
                 assert not a.figure(whole, name).empty or name == "method_mix" and providers
@@ -484,6 +487,42 @@ def test_an_unfiltered_piece_names_the_providers_the_filter_offers_for_its_days(
             offered += named
             assert a.read_part(store, part, lo, hi, ["openai"])["providers"] is None
     assert a.provider_order(offered) == a.provider_options(store, since, until) == ["offline", "openai", a.UNKNOWN]
+
+
+def test_a_piece_read_after_every_write_is_planned_once_per_connection(store, counted_on_day1, seeded):
+    """Today's pieces (read again after every write) on PostgreSQL: each statement prepared on its first
+    execution and planned once (a generic plan; planning such a read took several times as long as running it),
+    on connections of their own: the store's other reads keep PostgreSQL's default. Same rows as a read planned
+    for its range, on both engines."""
+    jst = timezone(timedelta(hours=9))
+    a.refresh(store)
+    pieces = [("calls", datetime(2025, 6, 10, 11, tzinfo=jst)), ("conversations", datetime(2025, 6, 10, 11, 50, tzinfo=jst))]
+    for _ in range(3):
+        for part, cut in pieces:
+            once = a.shape(part, [a.read_part(store, part, cut, datetime(2025, 7, 1, tzinfo=jst), planned=True)])
+            each = a.shape(part, [a.read_part(store, part, cut, datetime(2025, 7, 1, tzinfo=jst))])
+            for name in a.FIGURES[part]:
+                pd.testing.assert_frame_equal(a.figure(once, name), a.figure(each, name), obj=name)
+                assert not a.figure(once, name).empty or name in ("error_types", "faq_rates")
+    if store.dialect != "postgresql":
+        return
+    reads = ("SELECT 'day' AS kind", "SELECT c.flow", "SELECT 'faq' AS kind")
+    with store.planned_read_connection() as conn:
+        assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "force_generic_plan"
+        plans = conn.exec_driver_sql("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements").all()
+    planned = [(generic, custom) for sql, generic, custom in plans if sql.lstrip().startswith(reads)]
+    assert planned == [(3, 0)] * 3, plans  # each of the three reads planned once, used three times
+    with store.read_connection() as conn:
+        assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "auto"
+    handed = Store(store.url, engine=create_engine(store.url, pool_size=1, max_overflow=0,
+                                                   connect_args={"prepare_threshold": None}))
+    try:  # an engine handed in (here: no prepared statements, as behind a pooler) keeps its settings
+        a.read_part(handed, "calls", pieces[0][1], datetime(2025, 7, 1, tzinfo=jst), planned=True)
+        with handed.planned_read_connection() as conn:
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "auto"
+            assert conn.exec_driver_sql("SELECT count(*) FROM pg_prepared_statements").scalar() == 0
+    finally:
+        handed.dispose()
 
 
 def test_latency_quantiles_of_added_pieces_found_at_once_equal_each_series_histogram_walked():

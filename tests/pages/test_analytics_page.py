@@ -250,14 +250,25 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
     morning = conversation(seeded, "faq", faq_chat(("answered", "朝の質問", 1)), provider="offline")
     monkeypatch.setattr(store_base, "now_iso", lambda: at_noon(5))
     reads: list[tuple[str, datetime]] = []
+    planned: dict[tuple[str, datetime], bool] = {}
     real = analytics.read_part
-    monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=():
-                        reads.append((part, since)) or real(store, part, since, until, providers))
+
+    def read_part(store, part, since, until, providers=(), planned_once=False):
+        reads.append((part, since))
+        planned[part, since] = planned_once
+        return real(store, part, since, until, providers, planned=planned_once)
+
+    monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=(), planned=False:
+                        read_part(store, part, since, until, providers, planned))
     at = page()
     start, yesterday, cut = today - timedelta(days=29), today - timedelta(days=1), today + timedelta(hours=11, minutes=50)
     hour = today + timedelta(hours=11)
     assert sorted(reads) == sorted([("calls", start), ("calls", today), ("calls", hour), ("conversations", start),
                                     ("conversations", yesterday), ("conversations", today), ("conversations", cut)])
+    # today's pieces, read again after writes, planned once (Store.planned_read_connection); the settled days and
+    # yesterday's conversations, read once an hour or once a day, planned for their range
+    assert [piece for piece, once in sorted(planned.items()) if once] == [
+        ("calls", today), ("calls", hour), ("conversations", today), ("conversations", cut)]
     reads.clear()
     conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
     call(seeded, "other", "faq", "answered", "offline", 1, "call", "ok", "structured_output", 80, time=at_noon(5))
