@@ -166,9 +166,9 @@ def _call_hours(lo: str | None, hi: str | None) -> tuple[str | None, str | None]
 
 def refresh(store: Store) -> dict[str, int]:
     """Count what was written since the last look (``Store.refresh_rollups``: with nothing written, one read
-    of the empty log) and return the rollups' versions: equal versions mean equal figures."""
-    store.refresh_rollups()
-    return store.rollup_versions()
+    of the empty log) and return the rollups' versions: equal versions mean equal figures
+    (``Store.refreshed_versions``: after a count, read by the transaction that counted)."""
+    return store.refreshed_versions()
 
 
 def _value_at(values: Any, ends: Any, rank: int) -> float | None:

@@ -536,6 +536,17 @@ class RollupsStore:
     def refresh_rollups(self) -> dict[str, int]:
         """Recount the conversations and days written since the last refresh (``rollup_dirty``); returns how
         many of each were recounted."""
+        return self._refresh()[0]
+
+    def refreshed_versions(self) -> dict[str, int]:
+        """:meth:`refresh_rollups`, then :meth:`rollup_versions`: read in the refresh's own transaction when it
+        counted something (on PostgreSQL in the statement that moves them: no read of their own after it)."""
+        versions = self._refresh()[1]
+        return versions if versions is not None else self.rollup_versions()
+
+    def _refresh(self) -> tuple[dict[str, int], dict[str, int] | None]:
+        """How many conversations and days :meth:`refresh_rollups` recounted, and the versions as its last
+        transaction left them (``None``: nothing to count, nothing moved)."""
         now = japan_now()
         today = now.date()
         if getattr(self, "_folded_before", None) != today:  # once a day per process: yesterday's hours
@@ -544,11 +555,11 @@ class RollupsStore:
         with self._read() as conn:
             marks = conn.execute(_core("marks")).all()
         if not marks:
-            return {"conversations": 0, "days": 0}
+            return {"conversations": 0, "days": 0}, None
         conversations = sorted({c for c, _ in marks if c})
         dates = sorted({d for _, d in marks if d})
         batches = list(zip_longest(_chunks(conversations, BATCH), _chunks(dates, DAYS_PER_BATCH), fillvalue=[]))
-        days = 0
+        days, versions = 0, None
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
             with self._write() as conn, _planned_once(conn) as prepared:  # the marks first: a mark written
                 first = [GENERIC_PLANS] if prepared else []  # after this is left for the next refresh
@@ -596,14 +607,21 @@ class RollupsStore:
                     earlier = any(hour < this_hour for hour in hours) or yesterday in recounted
                     bumped += ["calls", *([SETTLED["calls"]] if settled else []),
                                *([EARLIER["calls"]] if earlier else [])]
-                self._bump_rollups(conn, *bumped)
-        return {"conversations": len(conversations), "days": days}
+                versions = self._bump_rollups(conn, *bumped)
+        return {"conversations": len(conversations), "days": days}, versions
 
-    def _bump_rollups(self, conn: Any, *names: str) -> None:
-        """Move the versions ``names`` (one statement; a settled version's row is made on its first bump)."""
+    def _bump_rollups(self, conn: Any, *names: str) -> dict[str, int]:
+        """Move the versions ``names`` (a settled version's row is made on its first bump) and return every
+        version as this transaction leaves them: on PostgreSQL one statement (the ``UPDATE`` in a CTE, the rows
+        it did not move beside it), elsewhere the ``UPDATE`` and a read."""
         if not names:
-            return
-        moved = conn.execute(_core("bump"), {"ids": list(names)}).rowcount
+            return {name: int(value) for name, value in conn.execute(_core("versions"))}
+        if self.dialect == "postgresql":
+            rows = conn.execute(statement(BUMP_AND_READ_PG, "names"), {"names": list(names)}).all()
+            versions = {name: int(value) for name, value, _ in rows}
+            moved = sum(bumped for _, _, bumped in rows)
+        else:
+            moved, versions = conn.execute(_core("bump"), {"ids": list(names)}).rowcount, None
         if moved < len(names):
             have = {name for name, in conn.execute(_core("version_names"), {"ids": list(names)})}
             dialect = {"sqlite": sqlite_insert, "postgresql": pg_insert}.get(self.dialect)
@@ -614,6 +632,10 @@ class RollupsStore:
                     conn.execute(insert(t.rollup_versions).values(name=name, value=1))
                 else:
                     conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
+            versions = None
+        if versions is None:
+            versions = {name: int(value) for name, value in conn.execute(_core("versions"))}
+        return versions
 
     def _recount_conversations(self, conn: Any, ids: list[str]) -> set[str]:
         """The rollup rows of the conversations ``ids`` made again, computed and written by the database
@@ -760,6 +782,11 @@ def _planned_once(conn: Any) -> Iterator[bool]:
         dbapi.prepare_threshold = threshold
 
 
+# PostgreSQL: the versions moved and every version read in one statement (the outer read sees the rows as they were
+# before the CTE's UPDATE: the moved ones come from the CTE, flagged 1)
+BUMP_AND_READ_PG = ("WITH bumped AS (UPDATE rollup_versions SET value = value + 1 WHERE name IN :names "
+                    "RETURNING name, value) SELECT name, value, 1 FROM bumped UNION ALL "
+                    "SELECT name, value, 0 FROM rollup_versions WHERE name NOT IN (SELECT name FROM bumped)")
 # PostgreSQL: a recount's deletes in one statement (their rows' creation times come back)
 RECOUNT_DELETE_PG = ("WITH faq_gone AS (DELETE FROM rollup_faq WHERE conversation_id IN :ids) "
                      "DELETE FROM rollup_conversations WHERE id IN :ids RETURNING created_at")

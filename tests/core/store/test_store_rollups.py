@@ -229,8 +229,9 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     the log read and its marks taken (one statement each), the conversation's rows made again by ``INSERT …
     SELECT`` (only its creation time read back, from that statement and the delete before it), its calls
     counted without and with the record (one statement), the moved keys' stored rows read in one statement
-    (never a whole day's) and updated in place (one statement per table), the versions bumped in one
-    statement; PostgreSQL also takes its lock."""
+    (never a whole day's) and updated in place (one statement per table), the versions bumped and every version
+    read back in one statement on PostgreSQL (no read of their own after the refresh; SQLite: a read in the
+    same transaction); PostgreSQL also takes its lock."""
     from core.store.chat_sync import faq_columns
 
     def exchange() -> None:
@@ -248,9 +249,10 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
                     if statement.split()[0] not in ("BEGIN", "COMMIT") else None)
         event.listen(store.engine, "before_cursor_execute", listener)
         try:
-            assert store.refresh_rollups() == {"conversations": 1, "days": 1}
+            versions = store.refreshed_versions()  # what 分析 runs: the refresh, then the versions
         finally:
             event.remove(store.engine, "before_cursor_execute", listener)
+        assert versions == store.rollup_versions() and store.refresh_rollups() == {"conversations": 0, "days": 0}
         return seen
 
     for _ in range(3):
@@ -265,8 +267,8 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     store.refresh_rollups()
     exchange()
     many = refresh_statements()
-    assert len(few) == len(many) == (13 if store.dialect == "sqlite" else 12), many  # PostgreSQL: its lock, and
-    # the recount's two deletes and two inserts in two statements
+    assert len(few) == len(many) == (14 if store.dialect == "sqlite" else 12), many  # PostgreSQL: its lock, the
+    # recount's two deletes and two inserts in two statements, the versions moved and read in one
     calls = ("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")
     reads = [s for s in many if s.startswith("SELECT") and any(f"FROM {name}" in s for name in calls)]
     assert len(reads) == 1 and reads[0].count(" IN (") == 7, reads  # the moved keys' rows only (by hour and
@@ -337,11 +339,19 @@ def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, o
     assert rollup_rows(store)[cid]["faq"] == {("answered", None, 1), ("not_found", None, 1)}
 
 
+def refreshed(store) -> dict[str, int]:
+    """``Store.refreshed_versions`` (what 分析 runs), checked against a read of the versions of its own."""
+    versions = store.refreshed_versions()
+    assert versions == store.rollup_versions()
+    return versions
+
+
 def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_versions(store, operator, monkeypatch):
     """分析 keeps the sums of the days before yesterday (Japan time), and yesterday's conversations, until
     their own version moves: today's chat turn moves the parts' versions only; a record of an old day, or a
     turn in a conversation created before yesterday, moves the settled one too, a turn in one created
-    yesterday the recent one (counted, not timed)."""
+    yesterday the recent one (counted, not timed). The versions come back from the refresh that moved them
+    (``refreshed_versions``), a version's first move (its row made) too."""
     import core.store.base as store_base
 
     settled = rollups.SETTLED
@@ -349,42 +359,36 @@ def test_only_a_write_to_a_settled_day_or_conversation_moves_the_settled_version
     cid = store.create_conversation("faq", operator)
     store.append_turn(cid, {"user": "一つ目"}, role="exchange", step="answered")
     store.add_debug_record(record(cid, at=now), operator)
-    store.refresh_rollups()
-    before = store.rollup_versions()
+    before = refreshed(store)
     store.append_turn(cid, {"user": "二つ目"}, role="exchange", step="answered")
     store.add_debug_record(record(cid, at=now), operator)
-    store.refresh_rollups()
-    after = store.rollup_versions()
+    after = refreshed(store)
     assert after["conversations"] > before["conversations"] and after["calls"] > before["calls"]
     assert [after.get(settled[p], 0) for p in settled] == [before.get(settled[p], 0) for p in settled]
     recent = rollups.RECENT["conversations"]
     assert after.get(recent, 0) == before.get(recent, 0)
 
     store.add_debug_record(record(None, at="2025-06-10T03:00:00.000+00:00"), operator)  # an old day's record
-    store.refresh_rollups()
-    moved = store.rollup_versions()
+    moved = refreshed(store)
     assert moved[settled["calls"]] > after.get(settled["calls"], 0)
     assert moved.get(settled["conversations"], 0) == after.get(settled["conversations"], 0)
 
     monkeypatch.setattr(store_base, "now_iso", lambda: "2025-06-10T03:00:00.000+00:00")
     old = store.create_conversation("faq", operator)  # created long ago …
     monkeypatch.undo()
-    store.refresh_rollups()
-    moved = store.rollup_versions()
+    moved = refreshed(store)
     store.append_turn(old, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
-    store.refresh_rollups()
-    assert store.rollup_versions()[settled["conversations"]] > moved.get(settled["conversations"], 0)
-    assert store.rollup_versions().get(recent, 0) == moved.get(recent, 0)
+    versions = refreshed(store)  # the settled version's row made by its first bump, read back with the others
+    assert versions[settled["conversations"]] > moved.get(settled["conversations"], 0)
+    assert versions.get(recent, 0) == moved.get(recent, 0)
 
     yesterday = (datetime.now(rollups.DAY_TZ) - timedelta(days=1)).replace(hour=12).astimezone(timezone.utc)
     monkeypatch.setattr(store_base, "now_iso", lambda: yesterday.isoformat(timespec="milliseconds"))
     late = store.create_conversation("faq", operator)  # created yesterday …
     monkeypatch.undo()
-    store.refresh_rollups()
-    moved = store.rollup_versions()
+    moved = refreshed(store)
     store.append_turn(late, {"user": "続き"}, role="exchange", step="answered")  # … and written to today
-    store.refresh_rollups()
-    versions = store.rollup_versions()
+    versions = refreshed(store)
     assert versions[recent] > moved.get(recent, 0)
     assert versions.get(settled["conversations"], 0) == moved.get(settled["conversations"], 0)
 
