@@ -40,7 +40,7 @@ from functools import lru_cache
 from itertools import zip_longest
 from typing import Any, Iterable, Iterator
 
-from sqlalchemy import bindparam, delete, insert, or_, select, text, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -491,17 +491,15 @@ def _core(name: str, table: str | None = None) -> Any:
     if name == "take_conversations":
         return delete(dirty).where(dirty.c.conversation_id.in_(ids))
     if name == "take_days":
-        return delete(dirty).where(dirty.c.day.in_(ids)).returning(dirty.c.day, dirty.c.record_id)
+        return delete(dirty).where(dirty.c.day.in_(ids)).returning(dirty.c.day, dirty.c.record_id, _record_conversation())
     if name == "take_both":
         return (delete(dirty).where(or_(dirty.c.conversation_id.in_(ids),
                                         dirty.c.day.in_(bindparam("days", expanding=True))))
-                .returning(dirty.c.day, dirty.c.record_id))
+                .returning(dirty.c.day, dirty.c.record_id, _record_conversation()))
     if name == "bump":
         return update(versions).where(versions.c.name.in_(ids)).values(value=versions.c.value + 1)
     if name == "version_names":
         return select(versions.c.name).where(versions.c.name.in_(ids))
-    if name == "record_conversations":
-        return select(t.debug_records.c.conversation_id).where(t.debug_records.c.id.in_(ids))
     if name == "delete_conversations":
         return (delete(t.rollup_conversations).where(t.rollup_conversations.c.id.in_(ids))
                 .returning(t.rollup_conversations.c.created_at))
@@ -517,6 +515,13 @@ def _core(name: str, table: str | None = None) -> Any:
         return (update(rollup).where(rollup.c.id == bindparam("row_id"))
                 .values({c: bindparam(c) for c in _COUNTED[table]}))
     raise KeyError(name)
+
+
+def _record_conversation() -> Any:
+    """A taken mark's inserted record's conversation (``""``: none; NULL: no such record, deleted since)."""
+    records = t.debug_records
+    return (select(func.coalesce(records.c.conversation_id, "")).where(records.c.id == t.rollup_dirty.c.record_id)
+            .scalar_subquery())
 
 
 # ---- the refresh -----------------------------------------------------------------------------------------
@@ -562,18 +567,9 @@ class RollupsStore:
         days, versions = 0, None
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
             with self._write() as conn, _planned_once(conn) as prepared:  # the marks first: a mark written
-                first = [GENERIC_PLANS] if prepared else []  # after this is left for the next refresh
-                if marked and self.dialect == "postgresql":  # one refresh of the calls at a time (_add_records)
-                    first.append("pg_advisory_xact_lock(:key)")
-                if first:
-                    conn.execute(statement("SELECT " + ", ".join(first)), {"key": CALLS_LOCK})
-                if ids and marked:  # both kinds of marks in one statement (a day mark names no conversation)
-                    taken = [(day, record) for day, record in conn.execute(
-                        _core("take_both"), {"ids": ids, "days": marked}) if day is not None]
-                elif ids:
-                    conn.execute(_core("take_conversations"), {"ids": ids})
-                elif marked:
-                    taken = conn.execute(_core("take_days"), {"ids": marked}).all()
+                taken = self._take_marks(conn, ids, marked, prepared)  # after this is left for the next refresh
+                # PostgreSQL: the rows' moved counts are written with the versions, in one statement
+                pending: dict[str, list[dict[str, int]]] | None = {} if self.dialect == "postgresql" else None
                 bumped: list[str] = []
                 if ids:
                     created = self._recount_conversations(conn, ids)
@@ -586,7 +582,8 @@ class RollupsStore:
                                *([EARLIER["conversations"]] if any(today_at <= c < earlier_at for c in created)
                                  else [])]
                 if marked:
-                    recount, added = _plan(taken)
+                    recount, added = _plan((day, record) for day, record, _ in taken)
+                    conversation_of = {record: conversation for _, record, conversation in taken if record is not None}
                     recounted = sorted(set(recount) | set(added))
                     whole = [day for day in recounted if day in recount or len(added[day]) > ADD_LIMIT]
                     if whole and prepared:  # a whole day's records by their time: its custom plan (see above)
@@ -597,7 +594,8 @@ class RollupsStore:
                         if day in whole:
                             moved = self._recount_day(conn, day, hourly)
                         else:
-                            moved = self._add_records(conn, day, added[day], hourly)
+                            moved = self._add_records(conn, day, {record: conversation_of[record]
+                                                                  for record in added[day]}, hourly, pending)
                         if day == today.isoformat():
                             hours |= moved
                         days += 1
@@ -607,19 +605,52 @@ class RollupsStore:
                     earlier = any(hour < this_hour for hour in hours) or yesterday in recounted
                     bumped += ["calls", *([SETTLED["calls"]] if settled else []),
                                *([EARLIER["calls"]] if earlier else [])]
-                versions = self._bump_rollups(conn, *bumped)
+                versions = self._bump_rollups(conn, *bumped, counts=pending or {})
         return {"conversations": len(conversations), "days": days}, versions
 
-    def _bump_rollups(self, conn: Any, *names: str) -> dict[str, int]:
+    def _take_marks(self, conn: Any, ids: list[str], marked: list[str], prepared: bool
+                    ) -> list[tuple[str, int | None, str | None]]:
+        """Take (delete) a batch's marks: the conversations ``ids`` and the days ``marked``; returns the day
+        marks' ``(day, inserted record or None, the record's conversation)`` (``""``: none; ``None``: the record
+        is gone). PostgreSQL: in the statement that also plans the refresh generically (``prepared``) and takes
+        its lock when it counts model calls (one refresh of them at a time: :meth:`_add_records`)."""
+        if self.dialect == "postgresql":
+            first = [GENERIC_PLANS] * prepared + ["pg_advisory_xact_lock(:key)"] * bool(marked)
+            where = " OR ".join(["conversation_id IN :ids"] * bool(ids) + ["day IN :days"] * bool(marked))
+            sql = (f"WITH taken AS (DELETE FROM rollup_dirty WHERE {where} RETURNING day, record_id, "
+                   f"{RECORD_CONVERSATION_PG}) " + (f"SELECT taken.* FROM (SELECT {', '.join(first)}) AS first "
+                                                    "LEFT JOIN taken ON true" if first else "SELECT * FROM taken"))
+            rows = conn.execute(statement(sql, *["ids"] * bool(ids), *["days"] * bool(marked)),
+                                {"ids": ids, "days": marked, "key": CALLS_LOCK})
+        elif ids and marked:  # both kinds of marks in one statement (a day mark names no conversation)
+            rows = conn.execute(_core("take_both"), {"ids": ids, "days": marked})
+        elif ids:
+            conn.execute(_core("take_conversations"), {"ids": ids})
+            return []
+        else:
+            rows = conn.execute(_core("take_days"), {"ids": marked})
+        return [(day, record, conversation) for day, record, conversation in rows if day is not None]
+
+    def _bump_rollups(self, conn: Any, *names: str, counts: dict[str, list[dict[str, int]]] | None = None
+                      ) -> dict[str, int]:
         """Move the versions ``names`` (a settled version's row is made on its first bump) and return every
         version as this transaction leaves them: on PostgreSQL one statement (the ``UPDATE`` in a CTE, the rows
-        it did not move beside it), elsewhere the ``UPDATE`` and a read."""
-        if not names:
-            return {name: int(value) for name, value in conn.execute(_core("versions"))}
+        it did not move beside it), which also writes ``counts`` (per call rollup, the rows whose counts moved:
+        :func:`_add_counts`); elsewhere the ``UPDATE`` and a read."""
         if self.dialect == "postgresql":
-            rows = conn.execute(statement(BUMP_AND_READ_PG, "names"), {"names": list(names)}).all()
+            moved_rows, params = [], {"names": list(names)}
+            for name, rows in sorted((counts or {}).items()):
+                columns = ("row_id", *_COUNTED[name])
+                arrays = ", ".join(f"CAST(:{name}_{column} AS INTEGER[])" for column in columns)
+                moved_rows.append(f"moved_{name} AS (UPDATE {_TABLES[name].name} AS r SET "
+                                  + ", ".join(f"{column} = v.{column}" for column in columns[1:])
+                                  + f" FROM unnest({arrays}) AS v({', '.join(columns)}) WHERE r.id = v.row_id), ")
+                params.update({f"{name}_{column}": [row[column] for row in rows] for column in columns})
+            rows = conn.execute(statement(BUMP_AND_READ_PG.format(moved="".join(moved_rows)), "names"), params).all()
             versions = {name: int(value) for name, value, _ in rows}
             moved = sum(bumped for _, _, bumped in rows)
+        elif not names:
+            return {name: int(value) for name, value in conn.execute(_core("versions"))}
         else:
             moved, versions = conn.execute(_core("bump"), {"ids": list(names)}).rowcount, None
         if moved < len(names):
@@ -675,16 +706,18 @@ class RollupsStore:
         (counts,) = _day_counts(conn, day, [PENDING], hourly=hourly)
         return _write_counts(conn, day, counts)
 
-    def _add_records(self, conn: Any, day: str, records: set[int], hourly: bool = True) -> set[str]:
+    def _add_records(self, conn: Any, day: str, records: dict[int, str | None], hourly: bool = True,
+                     pending: dict[str, list[dict[str, int]]] | None = None) -> set[str]:
         """Add the inserted debug records ``records`` (their marks taken by this refresh) to ``day``'s rollups:
         their conversations' calls of that day counted without them and with them (a task groups a
         conversation's calls), the difference added to the stored rows. Cost: those conversations' calls,
         not the day's. The stored rows are the day's calls but the still-marked inserts (:meth:`_recount_day`
         counts so too); PostgreSQL: one refresh of the calls at a time (an advisory lock), both counts read
-        in one statement (a subquery each), a still-marked insert left out of both. Returns the hours whose
-        rows moved."""
-        conversations = sorted({conversation or "" for conversation, in conn.execute(
-            _core("record_conversations"), {"ids": sorted(records)})})
+        in one statement (a subquery each), a still-marked insert left out of both. ``records``: each record's
+        conversation as its mark was taken (``""``: none; ``None``: the record is gone). ``pending``: the rows
+        whose counts moved are left there (per rollup) to be written with the versions
+        (:meth:`_bump_rollups`), not updated here. Returns the hours whose rows moved."""
+        conversations = sorted({conversation for conversation in records.values() if conversation is not None})
         if not conversations:
             return set()  # deleted since (their delete marked the day: it is recounted)
         where = PENDING + (" AND COALESCE(conversation_id, '') IN :conversations" if "" in conversations else
@@ -697,7 +730,7 @@ class RollupsStore:
         moved = {name: keys for name, keys in moved.items() if keys}
         stored = _stored_rows(conn, day, moved)
         for name, keys in moved.items():
-            _add_counts(conn, name, day, keys, stored[name])
+            _add_counts(conn, name, day, keys, stored[name], pending)
         return {key[0] for keys in moved.values() for key in keys}
 
 
@@ -729,10 +762,12 @@ def _stored_rows(conn: Any, day: str, moved: dict[str, dict[tuple, tuple]]) -> d
     return stored
 
 
-def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple], stored: dict[tuple, tuple]) -> None:
+def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple], stored: dict[tuple, tuple],
+                pending: dict[str, list[dict[str, int]]] | None = None) -> None:
     """Add ``now - then`` to the stored rows of ``day`` in the rollup ``name`` for each key of ``moved``
     (``{key: (now, then)}``, either ``None`` for nothing; ``stored``: :func:`_stored_rows`): updated in
-    place, inserted or (left counting nothing) deleted."""
+    place (or, with ``pending``, left there to be updated later in the transaction), inserted or (left
+    counting nothing) deleted."""
     table, keys, counted = _TABLES[name], _KEYS[name], _COUNTED[name]
     gone, changed, new = [], [], []
     for key, (now, then) in moved.items():
@@ -747,7 +782,9 @@ def _add_counts(conn: Any, name: str, day: str, moved: dict[tuple, tuple], store
             new.append({"day": day, **dict(zip(keys, key)), **dict(zip(counted, total))})
     if gone:
         conn.execute(_core("delete_ids", table.name), {"ids": gone})
-    if changed:  # a stored row's counts moved: updated in place
+    if changed and pending is not None:
+        pending.setdefault(name, []).extend(changed)
+    elif changed:  # a stored row's counts moved: updated in place
         conn.execute(_core("update_counts", name), changed)
     if new:
         conn.execute(_core("insert", table.name), new)
@@ -783,10 +820,14 @@ def _planned_once(conn: Any) -> Iterator[bool]:
 
 
 # PostgreSQL: the versions moved and every version read in one statement (the outer read sees the rows as they were
-# before the CTE's UPDATE: the moved ones come from the CTE, flagged 1)
-BUMP_AND_READ_PG = ("WITH bumped AS (UPDATE rollup_versions SET value = value + 1 WHERE name IN :names "
+# before the CTE's UPDATE: the moved ones come from the CTE, flagged 1); ``{moved}``: the call rollups' rows whose
+# counts moved, updated from arrays in CTEs of their own (``_bump_rollups``)
+BUMP_AND_READ_PG = ("WITH {moved}bumped AS (UPDATE rollup_versions SET value = value + 1 WHERE name IN :names "
                     "RETURNING name, value) SELECT name, value, 1 FROM bumped UNION ALL "
                     "SELECT name, value, 0 FROM rollup_versions WHERE name NOT IN (SELECT name FROM bumped)")
+# PostgreSQL: a taken mark's inserted record's conversation, as _record_conversation
+RECORD_CONVERSATION_PG = ("(SELECT COALESCE(r.conversation_id, '') FROM debug_records r "
+                          "WHERE r.id = rollup_dirty.record_id)")
 # PostgreSQL: a recount's deletes in one statement (their rows' creation times come back)
 RECOUNT_DELETE_PG = ("WITH faq_gone AS (DELETE FROM rollup_faq WHERE conversation_id IN :ids) "
                      "DELETE FROM rollup_conversations WHERE id IN :ids RETURNING created_at")

@@ -122,8 +122,9 @@ def test_the_rollups_kept_by_refreshes_equal_a_recount_of_everything(store, oper
 
 def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     """Recounting a day writes only the rows whose counts moved (counted: the rows each statement inserts,
-    updates or deletes; a stored row is updated in place, one statement per table), a chat turn's conversation
-    and day are recounted in one transaction, and the rows kept equal a recount of everything."""
+    updates or deletes; a stored row is updated in place, one statement per table on SQLite, on PostgreSQL
+    all of them in the statement that moves the versions), a chat turn's conversation and day are recounted
+    in one transaction, and the rows kept equal a recount of everything."""
     for i in range(12):  # one day, several series, methods, outcomes and latency buckets
         cid = store.create_conversation("faq", operator)
         store.add_debug_record({**record(cid, latency=100.0 + 40 * i, provider=("openai", "offline")[i % 2],
@@ -133,14 +134,21 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     assert stored >= 20
     written: list[tuple[str, int]] = []
 
+    statements: list[str] = []
+
     def count(conn, cursor, statement, parameters, context, executemany):
         words = statement.split()
+        moved = [key for key in parameters if key.endswith("_row_id")] if words[0] == "WITH" else []
+        for key in moved:  # PostgreSQL: each table's moved rows updated from arrays, in the versions' statement
+            written.append(("UPDATE", len(parameters[key])))
+        statements.extend(words[:1] * bool(moved))
         if words[0] in ("INSERT", "DELETE", "UPDATE") and any(
                 w.startswith(("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")) for w in words[:4]):
             rows = len(parameters) if executemany else 1
             if words[0] in ("DELETE", "UPDATE"):
                 rows = cursor.rowcount
             written.append((words[0], rows))
+            statements.append(words[0])
 
     cid = store.create_conversation("faq", operator)
     store.add_debug_record({**record(cid, latency=140.0, provider="offline"), "step": "s1"}, operator)  # like #1
@@ -156,7 +164,8 @@ def test_a_refresh_writes_only_the_day_rows_a_write_moved(store, operator):
     deleted = sum(n for kind, n in written if kind == "DELETE")
     updated = sum(n for kind, n in written if kind == "UPDATE")
     assert (inserted, deleted, updated) == (0, 0, 3)  # the series' tasks row, its method row, one latency bucket
-    assert len(written) == 3  # one statement per rollup table moved
+    assert len(written) == 3 and len(statements) == (3 if store.dialect == "sqlite" else 1)  # one per table moved,
+    # or on PostgreSQL one for them all
     kept_days = day_rows(store)
     with store._write() as conn:
         for name in rollups.ROLLUP_TABLES:
@@ -231,7 +240,8 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     counted without and with the record (one statement), the moved keys' stored rows read in one statement
     (never a whole day's) and updated in place (one statement per table), the versions bumped and every version
     read back in one statement on PostgreSQL (no read of their own after the refresh; SQLite: a read in the
-    same transaction); PostgreSQL also takes its lock."""
+    same transaction). On PostgreSQL the marks are taken in the statement that takes its lock and brings back
+    their records' conversations, and the moved rows' counts are written in the versions' statement."""
     from core.store.chat_sync import faq_columns
 
     def exchange() -> None:
@@ -267,13 +277,20 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     store.refresh_rollups()
     exchange()
     many = refresh_statements()
-    assert len(few) == len(many) == (14 if store.dialect == "sqlite" else 12), many  # PostgreSQL: its lock, the
-    # recount's two deletes and two inserts in two statements, the versions moved and read in one
+    assert len(few) == len(many) == (13 if store.dialect == "sqlite" else 7), many  # PostgreSQL: the marks taken
+    # with its lock, the recount's two deletes and two inserts in two statements, the moved rows' counts written
+    # with the versions moved and read back, in one
     calls = ("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")
     reads = [s for s in many if s.startswith("SELECT") and any(f"FROM {name}" in s for name in calls)]
     assert len(reads) == 1 and reads[0].count(" IN (") == 7, reads  # the moved keys' rows only (by hour and
     # key, three tables; latency: by bucket too), in one read
-    assert sum(s.startswith("UPDATE") and any(name in s.split()[1] for name in calls) for s in many) == 3
+    if store.dialect == "sqlite":
+        assert sum(s.startswith("UPDATE") and any(name in s.split()[1] for name in calls) for s in many) == 3
+    else:
+        assert [s.count(f"UPDATE {name} AS r") for s in many if s.startswith("WITH moved_") for name in calls] == [
+            1, 1, 0, 1]  # the three tables moved, by their rows' ids: one statement
+    assert not any("FROM debug_records WHERE debug_records.id IN" in s for s in many)  # the records' conversations
+    # come back with their marks
     assert not any(s.startswith("WITH cohort") and "INSERT INTO rollup_conversations" not in s for s in many)  # the
     # conversation's rows: INSERT … SELECT only
     assert day_rows(store) == recount_everything(store)
@@ -786,7 +803,8 @@ def test_behind_a_backlog_of_marks_a_refresh_looks_its_marks_up_by_index(store):
     backlog()
     sent: list[tuple[str, object]] = []
     listener = (lambda conn, cursor, statement, parameters, *args: sent.append((statement, parameters))
-                if statement.lstrip().startswith("DELETE FROM rollup_dirty") else None)
+                if statement.lstrip().startswith(("DELETE FROM rollup_dirty", "WITH taken AS (DELETE FROM rollup_dirty"))
+                else None)
     event.listen(store.engine, "before_cursor_execute", listener)
     try:
         store.refresh_rollups()  # takes the backlog, 400 conversations a batch
