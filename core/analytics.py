@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
+from functools import lru_cache
 from typing import Any, Iterable
 from zoneinfo import ZoneInfo
 
@@ -492,9 +493,14 @@ def _method_mix_of(pieces: CallPieces) -> pd.DataFrame:
 def _error_types_of(pieces: CallPieces) -> pd.DataFrame:
     """:func:`error_types` of the pieces."""
     rows = [row for raw in pieces.raws for row in raw["errors"]]
-    if not rows:
-        return error_types(Frames(**{**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS, "calls": pieces.calls}))
+    if not rows:  # no failed call: the empty table (made once: as error_types makes it of empty frames)
+        return _no_error_types().copy()
     return _error_types_table(rows, pieces.calls)
+
+
+@lru_cache(maxsize=1)
+def _no_error_types() -> pd.DataFrame:
+    return error_types(Frames(**{**_EMPTY_CONVERSATIONS, **_EMPTY_CALLS}))
 
 
 def _quality_over_time_of(pieces: CallPieces, *, tz: str = "Asia/Tokyo") -> pd.DataFrame:
