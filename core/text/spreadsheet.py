@@ -50,11 +50,11 @@ def safe_cell(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     text = value.replace("\r\n", "\n").replace("\r", "\n") if "\r" in value else value
-    if not text or _is_plain_number(text):
+    if not text:
         return text
     stripped = text.lstrip(_LEADING_BLANKS)
-    if value[0] in "\t\r" or (stripped and stripped[0] in FORMULA_STARTS):
-        return "'" + text
+    if (value[0] in "\t\r" or (stripped and stripped[0] in FORMULA_STARTS)) and not _is_plain_number(text):
+        return "'" + text  # (a plain number is looked for only here: most text starts with neither)
     return text
 
 

@@ -8,6 +8,7 @@ import io
 import pandas as pd
 import pytest
 
+from core.text import spreadsheet as sp
 from core.text.spreadsheet import csv_bytes, safe_cell, safe_frame
 
 HOSTILE = ['=HYPERLINK("http://127.0.0.1:9/?"&A1,"x")', "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)*cmd",
@@ -60,3 +61,29 @@ def test_safe_frame_covers_headers_index_and_string_columns():
 def test_linear_on_a_long_hostile_cell():
     cell = "=" + "-" * 1_000_000
     assert safe_cell(cell) == "'" + cell
+
+
+def _safe_cell_as_first_written(value):
+    """The rule as first written (every text looked over for a plain number first), to compare with."""
+    if not isinstance(value, str):
+        return value
+    text = value.replace("\r\n", "\n").replace("\r", "\n") if "\r" in value else value
+    if not text or sp._is_plain_number(text):
+        return text
+    stripped = text.lstrip(sp._LEADING_BLANKS)
+    if value[0] in "\t\r" or (stripped and stripped[0] in sp.FORMULA_STARTS):
+        return "'" + text
+    return text
+
+
+def test_a_plain_number_looked_for_only_where_a_cell_would_be_quoted_gives_the_same_cells():
+    """``safe_cell`` checks for a plain number only when the cell would otherwise get its quote (most text
+    starts with neither a sign nor a formula character): the same cell as the rule written the other way round,
+    for cells built from every character that matters."""
+    import random
+
+    rng = random.Random(25)
+    alphabet = list("0123456789,.+-=@ \t\r\n\u3000＝＋－＠aあ")
+    cells = ["", "-3", "+81", "1,980", "-0.5", "\t-3", " -3", "=1+1", "\u3000=A1", "-", "+", "1,,0", "1."]
+    cells += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(5000)]
+    assert [sp.safe_cell(c) for c in cells] == [_safe_cell_as_first_written(c) for c in cells]
