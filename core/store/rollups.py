@@ -491,7 +491,8 @@ def _core(name: str, table: str | None = None) -> Any:
     if name == "take_conversations":
         return delete(dirty).where(dirty.c.conversation_id.in_(ids))
     if name == "take_days":
-        return delete(dirty).where(dirty.c.day.in_(ids)).returning(dirty.c.day, dirty.c.record_id, _record_conversation())
+        return (delete(dirty).where(dirty.c.day.in_(ids))
+                .returning(dirty.c.day, dirty.c.record_id, _record_conversation()))
     if name == "take_both":
         return (delete(dirty).where(or_(dirty.c.conversation_id.in_(ids),
                                         dirty.c.day.in_(bindparam("days", expanding=True))))

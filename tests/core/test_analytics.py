@@ -496,7 +496,8 @@ def test_a_piece_read_after_every_write_is_planned_once_per_connection(store, co
     for its range, on both engines."""
     jst = timezone(timedelta(hours=9))
     a.refresh(store)
-    pieces = [("calls", datetime(2025, 6, 10, 11, tzinfo=jst)), ("conversations", datetime(2025, 6, 10, 11, 50, tzinfo=jst))]
+    pieces = [("calls", datetime(2025, 6, 10, 11, tzinfo=jst)),
+              ("conversations", datetime(2025, 6, 10, 11, 50, tzinfo=jst))]
     for _ in range(3):
         for part, cut in pieces:
             once = a.shape(part, [a.read_part(store, part, cut, datetime(2025, 7, 1, tzinfo=jst), planned=True)])

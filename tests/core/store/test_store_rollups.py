@@ -803,8 +803,8 @@ def test_behind_a_backlog_of_marks_a_refresh_looks_its_marks_up_by_index(store):
     backlog()
     sent: list[tuple[str, object]] = []
     listener = (lambda conn, cursor, statement, parameters, *args: sent.append((statement, parameters))
-                if statement.lstrip().startswith(("DELETE FROM rollup_dirty", "WITH taken AS (DELETE FROM rollup_dirty"))
-                else None)
+                if statement.lstrip().startswith(("DELETE FROM rollup_dirty",
+                                                  "WITH taken AS (DELETE FROM rollup_dirty")) else None)
     event.listen(store.engine, "before_cursor_execute", listener)
     try:
         store.refresh_rollups()  # takes the backlog, 400 conversations a batch
