@@ -568,12 +568,12 @@ class RollupsStore:
         days, versions = 0, None
         for ids, marked in batches:  # one transaction for a chat turn's conversation and day (one commit)
             with self._write() as conn, _planned_once(conn) as prepared:  # the marks first: a mark written
-                taken = self._take_marks(conn, ids, marked, prepared)  # after this is left for the next refresh
+                taken, gone = self._take_marks(conn, ids, marked, prepared)  # after this: the next refresh's
                 # PostgreSQL: the rows' moved counts are written with the versions, in one statement
                 pending: dict[str, list[dict[str, int]]] | None = {} if self.dialect == "postgresql" else None
                 bumped: list[str] = []
                 if ids:
-                    created = self._recount_conversations(conn, ids)
+                    created = self._recount_conversations(conn, ids, gone)
                     settled_at, today_at = (day_bounds(settled_before("conversations", today))[0],
                                             day_bounds(today)[0])
                     earlier_at = as_stored(slot_start(now, "conversations"))
@@ -610,27 +610,38 @@ class RollupsStore:
         return {"conversations": len(conversations), "days": days}, versions
 
     def _take_marks(self, conn: Any, ids: list[str], marked: list[str], prepared: bool
-                    ) -> list[tuple[str, int | None, str | None]]:
-        """Take (delete) a batch's marks: the conversations ``ids`` and the days ``marked``; returns the day
+                    ) -> tuple[list[tuple[str, int | None, str | None]], set[str] | None]:
+        """Take (delete) a batch's marks: the conversations ``ids`` and the days ``marked``. Returns the day
         marks' ``(day, inserted record or None, the record's conversation)`` (``""``: none; ``None``: the record
-        is gone). PostgreSQL: in the statement that also plans the refresh generically (``prepared``) and takes
-        its lock when it counts model calls (one refresh of them at a time: :meth:`_add_records`)."""
-        if self.dialect == "postgresql":
-            first = [GENERIC_PLANS] * prepared + ["pg_advisory_xact_lock(:key)"] * bool(marked)
-            where = " OR ".join(["conversation_id IN :ids"] * bool(ids) + ["day IN :days"] * bool(marked))
-            sql = (f"WITH taken AS (DELETE FROM rollup_dirty WHERE {where} RETURNING day, record_id, "
-                   f"{RECORD_CONVERSATION_PG}) " + (f"SELECT taken.* FROM (SELECT {', '.join(first)}) AS first "
-                                                    "LEFT JOIN taken ON true" if first else "SELECT * FROM taken"))
-            rows = conn.execute(statement(sql, *["ids"] * bool(ids), *["days"] * bool(marked)),
-                                {"ids": ids, "days": marked, "key": CALLS_LOCK})
-        elif ids and marked:  # both kinds of marks in one statement (a day mark names no conversation)
-            rows = conn.execute(_core("take_both"), {"ids": ids, "days": marked})
-        elif ids:
-            conn.execute(_core("take_conversations"), {"ids": ids})
-            return []
-        else:
-            rows = conn.execute(_core("take_days"), {"ids": marked})
-        return [(day, record, conversation) for day, record, conversation in rows if day is not None]
+        is gone) and, on PostgreSQL, the creation times of the conversations' rollup rows, deleted in the same
+        statement (:meth:`_recount_conversations` makes them again; elsewhere ``None``: it deletes them). That
+        statement also plans the refresh generically (``prepared``) and takes the lock when the refresh counts
+        model calls (one refresh of them at a time: :meth:`_add_records`)."""
+        if self.dialect != "postgresql":
+            if ids and marked:  # both kinds of marks in one statement (a day mark names no conversation)
+                rows = conn.execute(_core("take_both"), {"ids": ids, "days": marked})
+            elif ids:
+                conn.execute(_core("take_conversations"), {"ids": ids})
+                return [], None
+            else:
+                rows = conn.execute(_core("take_days"), {"ids": marked})
+            return [(day, record, conversation) for day, record, conversation in rows if day is not None], None
+        first = [GENERIC_PLANS] * prepared + ["pg_advisory_xact_lock(:key)"] * bool(marked)
+        where = " OR ".join(["conversation_id IN :ids"] * bool(ids) + ["day IN :days"] * bool(marked))
+        taken = (f"SELECT taken.*, NULL AS created_at FROM (SELECT {', '.join(first)}) AS first LEFT JOIN taken ON true"
+                 if first else "SELECT *, NULL AS created_at FROM taken")
+        sql = (f"WITH taken AS (DELETE FROM rollup_dirty WHERE {where} RETURNING day, record_id, "
+               f"{RECORD_CONVERSATION_PG})" + (RECOUNT_DELETE_PG if ids else "") + f" {taken}"
+               + (" UNION ALL SELECT NULL, NULL, NULL, created_at FROM rows_gone" if ids else ""))
+        marks, gone = [], set()
+        for day, record, conversation, created in conn.execute(
+                statement(sql, *["ids"] * bool(ids), *["days"] * bool(marked)),
+                {"ids": ids, "days": marked, "key": CALLS_LOCK}):
+            if day is not None:
+                marks.append((day, record, conversation))
+            elif created is not None:
+                gone.add(created)
+        return marks, gone
 
     def _bump_rollups(self, conn: Any, *names: str, counts: dict[str, list[dict[str, int]]] | None = None
                       ) -> dict[str, int]:
@@ -669,18 +680,19 @@ class RollupsStore:
             versions = {name: int(value) for name, value in conn.execute(_core("versions"))}
         return versions
 
-    def _recount_conversations(self, conn: Any, ids: list[str]) -> set[str]:
+    def _recount_conversations(self, conn: Any, ids: list[str], gone: set[str] | None = None) -> set[str]:
         """The rollup rows of the conversations ``ids`` made again, computed and written by the database
         (``INSERT … SELECT``: only their creation times come back), and when those conversations were
         created: their rollup rows' times (as deleted) and the conversations' own (as counted again) — which
-        of 分析's pieces the recount changes."""
+        of 分析's pieces the recount changes. ``gone``: the creation times of their rows, already deleted
+        with the marks (PostgreSQL: :meth:`_take_marks`); ``None``: deleted here first."""
         params = {"ids": ids, "unknown": UNKNOWN}
         cohort = cohort_sql(self.dialect, "c.id IN :ids")
         insert_faq = f"INSERT INTO rollup_faq ({', '.join(FAQ_ROW)}) "
         insert_rows = f"INSERT INTO rollup_conversations ({', '.join(CONVERSATION_ROW)}) "
-        if self.dialect == "postgresql":  # two statements, not four: the FAQ rows' delete and insert ride in
-            # data-modifying CTEs (one round trip less each; the cohort is evaluated once for both inserts)
-            created = {row[0] for row in conn.execute(statement(RECOUNT_DELETE_PG, "ids"), {"ids": ids})}
+        if gone is not None:  # PostgreSQL: one statement, not four: the rows deleted with the marks, the FAQ rows'
+            # insert riding in a data-modifying CTE (the cohort evaluated once for both inserts)
+            created = set(gone)
             created |= {row[0] for row in conn.execute(statement(
                 cohort + CONVERSATIONS_CTES + f", faq_rows AS ({insert_faq}{FAQ_SQL})\n" + insert_rows
                 + CONVERSATIONS_SELECT + " RETURNING created_at", "ids"), params)}
@@ -829,9 +841,10 @@ BUMP_AND_READ_PG = ("WITH {moved}bumped AS (UPDATE rollup_versions SET value = v
 # PostgreSQL: a taken mark's inserted record's conversation, as _record_conversation
 RECORD_CONVERSATION_PG = ("(SELECT COALESCE(r.conversation_id, '') FROM debug_records r "
                           "WHERE r.id = rollup_dirty.record_id)")
-# PostgreSQL: a recount's deletes in one statement (their rows' creation times come back)
-RECOUNT_DELETE_PG = ("WITH faq_gone AS (DELETE FROM rollup_faq WHERE conversation_id IN :ids) "
-                     "DELETE FROM rollup_conversations WHERE id IN :ids RETURNING created_at")
+# PostgreSQL: a recount's deletes, as CTEs of the statement that takes the marks (:meth:`RollupsStore._take_marks`:
+# the rows' creation times come back from ``rows_gone``)
+RECOUNT_DELETE_PG = (", faq_gone AS (DELETE FROM rollup_faq WHERE conversation_id IN :ids), "
+                     "rows_gone AS (DELETE FROM rollup_conversations WHERE id IN :ids RETURNING created_at)")
 # The days before today still counted per hour, marked as Japan days (``YYYYMMDDa``) to be counted per day: any
 # day with model calls has a row in ``rollup_tasks`` (a failed call of a series without a task: a row of 0 tasks).
 FOLD_HOURS = ("INSERT INTO rollup_dirty(day) SELECT DISTINCT REPLACE(day, '-', '') || 'a' FROM rollup_tasks "

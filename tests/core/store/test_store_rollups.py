@@ -240,8 +240,9 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     counted without and with the record (one statement), the moved keys' stored rows read in one statement
     (never a whole day's) and updated in place (one statement per table), the versions bumped and every version
     read back in one statement on PostgreSQL (no read of their own after the refresh; SQLite: a read in the
-    same transaction). On PostgreSQL the marks are taken in the statement that takes its lock and brings back
-    their records' conversations, and the moved rows' counts are written in the versions' statement."""
+    same transaction). On PostgreSQL the marks are taken in the statement that takes its lock, deletes the
+    conversation's rows and brings back their records' conversations, and the moved rows' counts are written
+    in the versions' statement."""
     from core.store.chat_sync import faq_columns
 
     def exchange() -> None:
@@ -277,9 +278,9 @@ def test_a_chat_turns_refresh_is_the_same_few_statements_however_much_the_day_ho
     store.refresh_rollups()
     exchange()
     many = refresh_statements()
-    assert len(few) == len(many) == (13 if store.dialect == "sqlite" else 7), many  # PostgreSQL: the marks taken
-    # with its lock, the recount's two deletes and two inserts in two statements, the moved rows' counts written
-    # with the versions moved and read back, in one
+    assert len(few) == len(many) == (13 if store.dialect == "sqlite" else 6), many  # PostgreSQL: the marks taken
+    # with its lock and the conversation's two deletes, its two inserts in one statement, the moved rows' counts
+    # written with the versions moved and read back, in one
     calls = ("rollup_tasks", "rollup_methods", "rollup_errors", "rollup_latency")
     reads = [s for s in many if s.startswith("SELECT") and any(f"FROM {name}" in s for name in calls)]
     assert len(reads) == 1 and reads[0].count(" IN (") == 7, reads  # the moved keys' rows only (by hour and
@@ -337,13 +338,13 @@ def test_a_write_that_lands_while_a_refresh_runs_is_counted_by_the_next(store, o
     recount = store._recount_conversations
     writer: list[threading.Thread] = []
 
-    def recount_while_writing(conn, ids):
+    def recount_while_writing(conn, ids, gone=None):
         if not writer:
             writer.append(threading.Thread(target=store.append_turn, args=(cid, {"user": "二つ目"}),
                                            kwargs={"role": "exchange", "step": "not_found"}))
             writer[0].start()
             time.sleep(0.5)
-        return recount(conn, ids)
+        return recount(conn, ids, gone)
 
     store._recount_conversations = recount_while_writing
     try:
