@@ -598,28 +598,43 @@ def _conversation_rows(conn: Any, lo: str | None, hi: str | None, chosen: list[s
     where = _created_in("c", lo, hi, chosen)
     keys = ", ".join(f"c.{n}" for n in GROUP_COLUMNS)
     sums = ", ".join(f"SUM(c.{n}) AS {n}" for n in ("answers", "cited", "citing") + ENTRY_COLUMNS)
-    faq_where = _created_in("f", lo, hi, chosen)
-    rows = _rows(conn, f"SELECT {keys}, COUNT(*) AS n, {sums}, "
-                       "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
-                       f"FROM rollup_conversations c WHERE {where} GROUP BY {keys}", params, bool(chosen))
-    faq: dict[str, int] = {}  # per outcome, and per not-found question (one statement for both) …
+    width = len(GROUP_COLUMNS) + 4  # the kind, n, answers, cited, citing (then the entries' sums)
+    # One statement, its rows told apart by ``part``: the kinds of conversation; the FAQ exchanges per outcome
+    # and question (in the kinds' columns of the same types: the outcome in ``flow``, the question in
+    # ``last_phase``, the last time asked in ``final_step``, the exchanges in ``n``); unfiltered, the providers
+    # the conversations name (in ``flow``: the filter's options, no query of their own).
+    at = {name: i for i, name in enumerate(GROUP_COLUMNS + ("n",))}
+
+    def cells(**given: str) -> str:  # a row of the kinds' columns (and with_confirmed), NULL but where given
+        row = ["NULL"] * (width + len(ENTRY_COLUMNS) + 1)
+        for name, cell in given.items():
+            row[at[name]] = cell
+        return ", ".join(row)
+
+    faq_cells = cells(flow="f.outcome", last_phase="f.question", final_step="MAX(f.last_asked)",
+                      n="CAST(SUM(f.exchanges) AS BIGINT)")
+    sql = (f"SELECT 'kind' AS part, {keys}, COUNT(*) AS n, {sums}, "
+           "SUM(CASE WHEN c.entries_ever > 0 THEN 1 ELSE 0 END) AS with_confirmed "
+           f"FROM rollup_conversations c WHERE {where} GROUP BY {keys} "
+           f"UNION ALL SELECT 'faq', {faq_cells} FROM rollup_faq f WHERE {_created_in('f', lo, hi, chosen)} "
+           "GROUP BY f.outcome, f.question")
+    if not chosen:
+        sql += (f" UNION ALL SELECT 'provider', {cells(flow='c.provider')} FROM rollup_conversations c "
+                f"WHERE {where} GROUP BY c.provider")
+    rows: list[tuple] = []
+    faq: dict[str, int] = {}  # per outcome, and per not-found question
     missed, providers = [], []
-    # … and, unfiltered, the providers the conversations name (the filter's options: no query of their own)
-    named = "" if chosen else (" UNION ALL SELECT 'provider', c.provider, NULL, NULL, NULL FROM rollup_conversations c "
-                               f"WHERE {where} GROUP BY c.provider")
-    for kind, outcome, question, exchanges, last in _rows(
-            conn, f"SELECT 'faq' AS kind, f.outcome, f.question, SUM(f.exchanges) AS exchanges, "
-                  f"MAX(f.last_asked) AS last_asked FROM rollup_faq f WHERE {faq_where} "
-                  f"GROUP BY f.outcome, f.question{named}",
-            params, bool(chosen)):
-        if kind == "provider":
-            providers.append(outcome)
-            continue
-        faq[outcome] = faq.get(outcome, 0) + int(exchanges)
-        if outcome == "not_found":
-            missed.append((question, int(exchanges), last))
+    for part, *row in _rows(conn, sql, params, bool(chosen)):
+        if part == "kind":
+            rows.append(tuple(row))
+        elif part == "provider":
+            providers.append(row[at["flow"]])
+        else:
+            outcome, exchanges = row[at["flow"]], int(row[at["n"]])
+            faq[outcome] = faq.get(outcome, 0) + exchanges
+            if outcome == "not_found":
+                missed.append((row[at["last_phase"]], exchanges, row[at["final_step"]]))
     flags = {GROUP_COLUMNS.index(c) for c in ("started", "finalized", "confirmed", "booked")}
-    width = len(GROUP_COLUMNS) + 4  # the kind, n, answers, cited, citing
     kinds = [tuple(bool(int(v or 0)) if i in flags else int(v) if i == len(GROUP_COLUMNS) else v
                    for i, v in enumerate(row[:width])) for row in rows]
     return {"rows": kinds, "entries": [sum(int(row[i] or 0) for row in rows) for i in range(width, width + 6)],
