@@ -7,6 +7,9 @@ Run: ``python -m bench.analytics_write [--sizes 1000 30000] [--rounds 5] [--pg U
 cluster); a missing one up to 2,000 conversations is seeded first (a larger one: ``python -m bench.pages
 --seed-only both --sizes N``).
 
+Every run measures copies of the seeded stores (``bench.pages.scratch_copies``), removed after it: the writes
+of one run do not pile up on today for the next (the first run after a write reads today again).
+
 Each size has its own ``AppTest`` of the whole app on 分析 (offline provider). Sizes are interleaved: every
 round writes one chat turn to each store (a new FAQ conversation of today: a conversation, a turn and a debug
 record, as a console in use does every few seconds) and then times, per size, the page's first run after
@@ -29,7 +32,8 @@ import time
 from typing import Any
 from unittest import mock
 
-from bench.pages import APP, OPERATORS, SEED_LIMIT, _seeded, scripts_compiled_once, sizes_from_env
+from bench.pages import (APP, OPERATORS, SEED_LIMIT, _seeded, scratch_copies, scripts_compiled_once,
+                         sizes_from_env)
 from core.identity import Identity
 from core.store.chat_sync import faq_columns
 
@@ -111,7 +115,9 @@ def run(quick: bool = False, pg_url: str | None = None, sizes: tuple[int, ...] |
     result: dict[str, Any] = {"analytics_write_sizes": list(sizes), "analytics_write_rounds": rounds}
     for engine in ["sqlite"] + (["postgresql"] if pg_url else []):
         log(f"{engine}:")
-        figures = measure({n: _seeded(n, engine, pg_url, make=n <= SEED_LIMIT) for n in sizes}, rounds, log)
+        seeded = {n: _seeded(n, engine, pg_url, make=n <= SEED_LIMIT) for n in sizes}
+        with scratch_copies(seeded) as copies:  # the run's writes go to copies: the next run starts as seeded
+            figures = measure(copies, rounds, log)
         small, large = min(sizes), max(sizes)
         for cpu in ("", "_cpu"):  # wall time, then the CPU time of this process
             after, rerun = f"after_write{cpu}", f"rerun{cpu}"

@@ -38,11 +38,13 @@ import multiprocessing
 import os
 import pickle
 import random
+import sqlite3
 import statistics
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, Iterator
 from unittest import mock
 
@@ -250,6 +252,46 @@ def _seeded(n: int, engine: str, pg_url: str | None, *, make: bool = True) -> st
     if not _complete(url, n):
         _seed_into(url, n)
     return url
+
+
+@contextmanager
+def scratch_copies(urls: dict[int, str]) -> Iterator[dict[int, str]]:
+    """A copy of each seeded store (``{size: url}``) for one run that writes to it, removed after: every run
+    starts from the store as seeded, not from the writes of the runs before it (they pile up on today, which
+    the first run after a write reads again). SQLite: the file copied with SQLite's backup API; PostgreSQL:
+    ``CREATE DATABASE … TEMPLATE`` (nothing else may be connected to the seeded one meanwhile)."""
+    copies: dict[int, str] = {}
+    try:
+        for n, url in urls.items():
+            parsed = make_url(url)
+            if parsed.get_backend_name() == "sqlite":
+                target = Path(parsed.database).with_name(f"scratch-{n}-{os.getpid()}.db")
+                with closing(sqlite3.connect(parsed.database)) as source, closing(sqlite3.connect(target)) as copy:
+                    source.backup(copy)
+                copies[n] = f"sqlite:///{target}"
+                continue
+            name = f"{parsed.database}_run{os.getpid()}"
+            admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+            try:
+                with admin.connect() as conn:
+                    conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"'))
+            finally:
+                admin.dispose()
+            copies[n] = parsed.set(database=name).render_as_string(hide_password=False)
+        yield copies
+    finally:
+        for url in copies.values():
+            parsed = make_url(url)
+            if parsed.get_backend_name() == "sqlite":
+                for path in Path(parsed.database).parent.glob(Path(parsed.database).name + "*"):
+                    path.unlink()
+                continue
+            admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+            try:
+                with admin.connect() as conn:
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)'))
+            finally:
+                admin.dispose()
 
 
 def _complete(url: str, n: int) -> bool:
