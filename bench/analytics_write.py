@@ -32,8 +32,7 @@ import time
 from typing import Any
 from unittest import mock
 
-from bench.pages import (APP, OPERATORS, SEED_LIMIT, _seeded, scratch_copies, scripts_compiled_once,
-                         sizes_from_env)
+from bench.pages import APP, OPERATORS, SEED_LIMIT, _seeded, scratch_copies, scripts_compiled_once, sizes_from_env
 from core.identity import Identity
 from core.store.chat_sync import faq_columns
 
