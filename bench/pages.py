@@ -264,16 +264,19 @@ def scratch_copies(urls: dict[int, str]) -> Iterator[dict[int, str]]:
     try:
         for n, url in urls.items():
             parsed = make_url(url)
-            if parsed.get_backend_name() == "sqlite":
-                target = Path(parsed.database).with_name(f"scratch-{n}-{os.getpid()}.db")
+            if parsed.get_backend_name() == "sqlite":  # one name per size: a copy left by a killed run goes first
+                target = Path(parsed.database).with_name(f"scratch-{n}.db")
+                for stale in target.parent.glob(target.name + "*"):
+                    stale.unlink()
                 with closing(sqlite3.connect(parsed.database)) as source, closing(sqlite3.connect(target)) as copy:
                     source.backup(copy)
                 copies[n] = f"sqlite:///{target}"
                 continue
-            name = f"{parsed.database}_run{os.getpid()}"
+            name = f"{parsed.database}_run"
             admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
             try:
                 with admin.connect() as conn:
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
                     conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"'))
             finally:
                 admin.dispose()
