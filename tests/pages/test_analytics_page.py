@@ -250,16 +250,15 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
     morning = conversation(seeded, "faq", faq_chat(("answered", "朝の質問", 1)), provider="offline")
     monkeypatch.setattr(store_base, "now_iso", lambda: at_noon(5))
     reads: list[tuple[str, datetime]] = []
-    planned: dict[tuple[str, datetime], bool] = {}
+    planned_once: dict[tuple[str, datetime], bool] = {}
     real = analytics.read_part
 
-    def read_part(store, part, since, until, providers=(), planned_once=False):
+    def read_part(store, part, since, until, providers=(), planned=False):
         reads.append((part, since))
-        planned[part, since] = planned_once
-        return real(store, part, since, until, providers, planned=planned_once)
+        planned_once[part, since] = planned
+        return real(store, part, since, until, providers, planned=planned)
 
-    monkeypatch.setattr(analytics, "read_part", lambda store, part, since, until, providers=(), planned=False:
-                        read_part(store, part, since, until, providers, planned))
+    monkeypatch.setattr(analytics, "read_part", read_part)
     at = page()
     start, yesterday, cut = today - timedelta(days=29), today - timedelta(days=1), today + timedelta(hours=11, minutes=50)
     hour = today + timedelta(hours=11)
@@ -267,7 +266,7 @@ def test_after_todays_write_only_the_days_still_written_are_read_again(seeded, m
                                     ("conversations", yesterday), ("conversations", today), ("conversations", cut)])
     # today's pieces, read again after writes, planned once (Store.planned_read_connection); the settled days and
     # yesterday's conversations, read once an hour or once a day, planned for their range
-    assert [piece for piece, once in sorted(planned.items()) if once] == [
+    assert [piece for piece, once in sorted(planned_once.items()) if once] == [
         ("calls", today), ("calls", hour), ("conversations", today), ("conversations", cut)]
     reads.clear()
     conversation(seeded, "faq", faq_chat(("answered", "営業時間は？", 1)), provider="offline")
