@@ -733,6 +733,9 @@ def test_on_postgresql_a_connection_that_prepares_nothing_is_left_so_by_a_refres
             store.append_turn(cid, {"user": f"質問 {i}"}, role="exchange", step="answered", provider="offline")
             store.add_debug_record(record(cid), operator)
             store.refresh_rollups()
+        store.append_turn(cid, {"user": "続き"}, role="exchange", step="not_found")  # a turn alone: no lock, no plans
+        assert store.refresh_rollups() == {"conversations": 1, "days": 0}
+        assert rollup_rows(store)[cid]["faq"] == {("answered", None, 1), ("not_found", None, 1)}
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM pg_prepared_statements").scalar() == 0
             assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "auto"
