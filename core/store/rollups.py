@@ -518,6 +518,11 @@ def _core(name: str, table: str | None = None) -> Any:
     raise KeyError(name)
 
 
+def _versions(conn: Any) -> dict[str, int]:
+    """Every rollup version as ``conn`` sees it."""
+    return {name: int(value) for name, value in conn.execute(_core("versions"))}
+
+
 def _record_conversation() -> Any:
     """A taken mark's inserted record's conversation (``""``: none; NULL: no such record, deleted since)."""
     records = t.debug_records
@@ -537,7 +542,7 @@ class RollupsStore:
     def rollup_versions(self) -> dict[str, int]:
         """``{"conversations": n, "calls": m}``: they change when a refresh changed those rollups."""
         with self._read() as conn:
-            return {name: int(value) for name, value in conn.execute(_core("versions"))}
+            return _versions(conn)
 
     def refresh_rollups(self) -> dict[str, int]:
         """Recount the conversations and days written since the last refresh (``rollup_dirty``); returns how
@@ -583,8 +588,7 @@ class RollupsStore:
                                *([EARLIER["conversations"]] if any(today_at <= c < earlier_at for c in created)
                                  else [])]
                 if marked:
-                    recount, added = _plan((day, record) for day, record, _ in taken)
-                    conversation_of = {record: conversation for _, record, conversation in taken if record is not None}
+                    recount, added = _plan(taken)
                     recounted = sorted(set(recount) | set(added))
                     whole = [day for day in recounted if day in recount or len(added[day]) > ADD_LIMIT]
                     if whole and prepared:  # a whole day's records by their time: its custom plan (see above)
@@ -595,8 +599,7 @@ class RollupsStore:
                         if day in whole:
                             moved = self._recount_day(conn, day, hourly)
                         else:
-                            moved = self._add_records(conn, day, {record: conversation_of[record]
-                                                                  for record in added[day]}, hourly, pending)
+                            moved = self._add_records(conn, day, added[day], hourly, pending)
                         if day == today.isoformat():
                             hours |= moved
                         days += 1
@@ -606,7 +609,7 @@ class RollupsStore:
                     earlier = any(hour < this_hour for hour in hours) or yesterday in recounted
                     bumped += ["calls", *([SETTLED["calls"]] if settled else []),
                                *([EARLIER["calls"]] if earlier else [])]
-                versions = self._bump_rollups(conn, *bumped, counts=pending or {})
+                versions = self._bump_rollups(conn, *bumped, counts=pending)
         return {"conversations": len(conversations), "days": days}, versions
 
     def _take_marks(self, conn: Any, ids: list[str], marked: list[str], prepared: bool
@@ -661,8 +664,6 @@ class RollupsStore:
             rows = conn.execute(statement(BUMP_AND_READ_PG.format(moved="".join(moved_rows)), "names"), params).all()
             versions = {name: int(value) for name, value, _ in rows}
             moved = sum(bumped for _, _, bumped in rows)
-        elif not names:
-            return {name: int(value) for name, value in conn.execute(_core("versions"))}
         else:
             moved, versions = conn.execute(_core("bump"), {"ids": list(names)}).rowcount, None
         if moved < len(names):
@@ -676,9 +677,7 @@ class RollupsStore:
                 else:
                     conn.execute(dialect(t.rollup_versions).values(name=name, value=1).on_conflict_do_nothing())
             versions = None
-        if versions is None:
-            versions = {name: int(value) for name, value in conn.execute(_core("versions"))}
-        return versions
+        return versions if versions is not None else _versions(conn)
 
     def _recount_conversations(self, conn: Any, ids: list[str], gone: set[str] | None = None) -> set[str]:
         """The rollup rows of the conversations ``ids`` made again, computed and written by the database
@@ -875,17 +874,19 @@ def _plus(a: tuple, b: tuple, c: tuple, sign: int) -> tuple:
     return tuple(x + y + sign * z for x, y, z in zip(a, b, c))
 
 
-def _plan(taken: Iterable[tuple[str, int | None]]) -> tuple[set[str], dict[str, set[int]]]:
+def _plan(taken: Iterable[tuple[str, int | None, str | None]]
+          ) -> tuple[set[str], dict[str, dict[int, str | None]]]:
     """The Japan days to recount (a mark without a record: an update, a delete, an odd time) and, for the
-    other days, the inserted records to add (``_add_records``)."""
+    other days, the inserted records to add with their conversations (``_add_records``), from the marks taken
+    (``(day, record, the record's conversation)``: :meth:`RollupsStore._take_marks`)."""
     recount: set[str] = set()
-    added: dict[str, set[int]] = {}
-    for mark, record in taken:
+    added: dict[str, dict[int, str | None]] = {}
+    for mark, record, conversation in taken:
         if record is None:
             recount.update(japan_days([mark]))
         else:
             for day in japan_days([mark]):
-                added.setdefault(day, set()).add(int(record))
+                added.setdefault(day, {})[int(record)] = conversation
     return recount, {day: records for day, records in added.items() if day not in recount}
 
 
