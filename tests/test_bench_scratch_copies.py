@@ -48,3 +48,29 @@ def test_writes_to_the_copies_leave_the_seeded_stores_as_they_were_and_the_copie
                                     {"n": copy.database}).scalar() == 0
         finally:
             admin.dispose()
+
+
+def test_a_seeded_store_is_settled_once_its_marks_counted_and_on_postgresql_their_table_vacuumed(seeded_url):
+    from bench.pages import _settled
+
+    engine = create_engine(seeded_url)
+    try:
+        with engine.begin() as conn:  # a seed's worth of marks (a conversation's and a record's each), not counted
+            conn.execute(text("INSERT INTO rollup_dirty (conversation_id) VALUES (:c)"),
+                         [{"c": f"seeded-{i}"} for i in range(3000)])
+        postgresql = engine.dialect.name == "postgresql"
+        size = "SELECT pg_relation_size('rollup_dirty')" if postgresql else "SELECT 0"
+        with engine.connect() as conn:
+            before = conn.execute(text(size)).scalar()
+        assert _settled(seeded_url) == seeded_url
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM rollup_dirty")).scalar() == 0
+            assert conn.execute(text("SELECT value FROM rollup_versions WHERE name = 'conversations'")).scalar() > 0
+            if postgresql:  # vacuumed: the emptied table's pages given back, not scanned by every look for marks
+                assert before > 8192 and conn.execute(text(size)).scalar() == 0
+            versions = dict(conn.execute(text("SELECT name, value FROM rollup_versions")).all())
+        assert _settled(seeded_url) == seeded_url  # settled already: left as it is
+        with engine.connect() as conn:
+            assert dict(conn.execute(text("SELECT name, value FROM rollup_versions")).all()) == versions
+    finally:
+        engine.dispose()
