@@ -56,6 +56,7 @@ from core.identity import ADMIN, OPERATOR, Identity
 from core.paths import ROOT
 from core.rag.manual_retriever import reset_manual_retriever
 from core.store.chat_sync import COLUMNS
+from core.store.db import drop_database
 from core.store.store import Store
 
 SIZES = (1_000, 30_000)
@@ -272,15 +273,15 @@ def scratch_copies(urls: dict[int, str]) -> Iterator[dict[int, str]]:
                     source.backup(copy)
                 copies[n] = f"sqlite:///{target}"
                 continue
-            name = f"{parsed.database}_run"
-            admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+            copy_url = parsed.set(database=f"{parsed.database}_run").render_as_string(hide_password=False)
+            drop_database(_admin_url(parsed), copy_url)  # a copy left by a killed run goes first
+            admin = create_engine(_admin_url(parsed), isolation_level="AUTOCOMMIT")
             try:
                 with admin.connect() as conn:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-                    conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"'))
+                    conn.execute(text(f'CREATE DATABASE "{make_url(copy_url).database}" TEMPLATE "{parsed.database}"'))
             finally:
                 admin.dispose()
-            copies[n] = parsed.set(database=name).render_as_string(hide_password=False)
+            copies[n] = copy_url
         yield copies
     finally:
         for url in copies.values():
@@ -288,13 +289,13 @@ def scratch_copies(urls: dict[int, str]) -> Iterator[dict[int, str]]:
             if parsed.get_backend_name() == "sqlite":
                 for path in Path(parsed.database).parent.glob(Path(parsed.database).name + "*"):
                     path.unlink()
-                continue
-            admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
-            try:
-                with admin.connect() as conn:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)'))
-            finally:
-                admin.dispose()
+            else:
+                drop_database(_admin_url(parsed), url)
+
+
+def _admin_url(parsed: Any) -> str:
+    """The URL of the cluster's ``postgres`` database, from which a database of it is made or dropped."""
+    return parsed.set(database="postgres").render_as_string(hide_password=False)
 
 
 def _complete(url: str, n: int) -> bool:
