@@ -46,11 +46,15 @@ def _column_methods(url: str) -> list[tuple[str, str, str]]:
 
 def test_postgresql_text_columns_compress_with_lz4_and_the_downgrade_gives_them_back_the_default():
     url = create_scratch_database(shared_pg_url())
+    engine = create_engine(url)
+    with engine.begin() as conn:  # another application's table in the same database and schema
+        conn.execute(text("CREATE TABLE other_app_notes (id serial PRIMARY KEY, body text)"))
+    engine.dispose()
     store = Store(url)
     columns = _column_methods(url)
     assert {(t, c) for t, c, _ in columns} >= {("conversations", "state"), ("debug_records", "record"),
                                                 ("turns", "entry"), ("turns", "turn_json")}
-    assert [(t, c) for t, c, method in columns if method != "l"] == []  # every text column: lz4
+    assert [(t, c) for t, c, method in columns if method != "l"] == [("other_app_notes", "body")]  # ours: lz4
     cid, record_id = _write(store, 1)
     assert _methods(store, cid, record_id) == ("lz4", "lz4")
     assert store.get_conversation(cid)["state"] == {"history": LONG, "n": 1}
@@ -59,7 +63,7 @@ def test_postgresql_text_columns_compress_with_lz4_and_the_downgrade_gives_them_
     _alembic(url, "0013", down=True)
     assert {method for _, _, method in _column_methods(url)} == {""}  # the server's default (pglz) again
     store = Store(url)  # opening migrates to head again
-    assert [(t, c) for t, c, method in _column_methods(url) if method != "l"] == []
+    assert [(t, c) for t, c, method in _column_methods(url) if method != "l"] == [("other_app_notes", "body")]
     assert _methods(store, cid, record_id) == ("lz4", "lz4")  # stored values are not rewritten
     store.engine.dispose()
 

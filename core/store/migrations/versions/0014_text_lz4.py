@@ -5,14 +5,17 @@ turn rewrites the conversation's state (≈ 7,000 characters) and stores its mod
 statement at a time): pglz 0.72 ms an insert, lz4 0.33 ms, for 9 % more bytes on disk. Values stored before
 stay pglz (both are read alike); only new writes use lz4.
 
-Metadata only (``ALTER TABLE … SET COMPRESSION``: no table is rewritten). Skipped on SQLite, and on a
-PostgreSQL server without lz4 (before 14, or built without it): there the store keeps pglz.
+Metadata only (``ALTER TABLE … SET COMPRESSION``: no table is rewritten), and only the store's own tables (another
+application's table in the same schema is left alone). Skipped on SQLite, and on a PostgreSQL server without lz4
+(before 14, or built without it): there the store keeps pglz.
 
 Revision ID: 0014
 Revises: 0013
 """
 import sqlalchemy as sa
 from alembic import op
+
+from core.store.tables import metadata
 
 revision = '0014'
 down_revision = '0013'
@@ -29,10 +32,13 @@ def has_lz4(conn: sa.Connection) -> bool:
 
 
 def text_columns(conn: sa.Connection) -> list[tuple[str, str]]:
-    """Every ``text`` column of the store's tables in this schema, as (table, column)."""
-    return [(table, column) for table, column in conn.exec_driver_sql(
+    """Every ``text`` column of the store's own tables (``core.store.tables``) in this schema, as (table, column):
+    a table of anything else sharing the database is left alone."""
+    ours = sorted(metadata.tables)
+    return [(table, column) for table, column in conn.execute(sa.text(
         "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND data_type = 'text' AND table_name <> 'alembic_version' ORDER BY table_name, column_name")]
+        "AND data_type = 'text' AND table_name IN :ours ORDER BY table_name, column_name"
+    ).bindparams(sa.bindparam("ours", expanding=True)), {"ours": ours})]
 
 
 def _set(method: str) -> None:
