@@ -97,7 +97,7 @@ def test_sqlite_has_no_lz4_to_set_and_its_store_keeps_long_values(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'kaiwa.db'}")  # migrated to head, 0014 included
     with store.engine.connect() as conn:
         assert migration.has_lz4(conn) is False
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0014"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() >= "0014"  # it ran
     cid, record_id = _write(store, 3)
     assert store.get_conversation(cid)["state"]["history"] == LONG
     assert store.get_debug_records([record_id])[record_id]["messages"][0]["content"] == LONG
