@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, MutableSequence
 
 from core.diagnosis import view
-from core.diagnosis.models import ChatRequest, ChatResponse
+from core.diagnosis.models import ChatRequest, ChatResponse, PromptInfo
 from core.diagnosis.service import ChatService
 from core.diagnosis.stored_sessions import StoredSessionStore
 from core.engine import client_deadline
@@ -85,14 +85,14 @@ class DiagnosisConversations:
         sid = request.session_id or ""
         hold = client_deadline(client or self.service.ctx.client) + LEASE_MARGIN_SECONDS
         stored: dict[str, str] | None = None  # the stored entries' digests, read under the lease
-        with _holding(log), self.store.turn(sid, hold=hold, wait=self.wait) as token:
-            if token is not None:
-                with self.store.reading():  # the conversation row and its turns: one read
-                    current = self._current(sid, expiry=False, keep=True)  # the service applies the expiry below
-                    if current is not None:  # the stored conversation, whatever this caller's copy still shows
-                        stored = {}
-                        refresh_chat(self.store, sid, transcript, hashes=stored)
-                        prompt = current.prompt
+        with _holding(log), self.store.turn(sid, hold=hold, wait=self.wait, read=True) as token:
+            if token is not None:  # the conversation row came with the lease; its turns: one read
+                last = self._last(sid, expiry=False, keep=True,  # the service applies the expiry below
+                                  conversation=self.store.leased_conversation(token))
+                if last is not None:  # the stored conversation, whatever this caller's copy still shows
+                    stored = {}
+                    refresh_chat(self.store, sid, transcript, hashes=stored)
+                    prompt = PromptInfo.model_validate(last["prompt"]) if last.get("prompt") else prompt
                 self.sessions.fences[sid] = (token, hold)
                 self.sessions.held.add(sid)
             try:  # the session's own write waits for the transcript's: both in one fenced transaction
@@ -116,18 +116,24 @@ class DiagnosisConversations:
             token, hold = self.sessions.fences.get(sid, (None, None))
             self.store.update_conversation(sid, **write, fence=token, hold=hold)
 
-    def _current(self, session_id: str, *, expiry: bool = True, keep: bool = False) -> ChatResponse | None:
-        """The last stored response of a live session (None when unknown or expired; ``expiry=False``
+    def _last(self, session_id: str, *, expiry: bool = True, keep: bool = False,
+              conversation: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The last stored response of a live session, as stored (None when unknown or expired; ``expiry=False``
         leaves the time-to-live to the service's own load; ``keep``: the conversation read is handed to
-        the session store's next ``get``, under the turn's lease)."""
+        the session store's next ``get``, under the turn's lease; ``conversation``: its row, already read)."""
         if expiry and self.sessions.get(session_id) is None:
             return None
-        conversation = self.store.get_conversation(session_id) or {}
+        if conversation is None:
+            conversation = self.store.get_conversation(session_id) or {}
         if keep and conversation:
             self.sessions.loaded[session_id] = conversation  # read-only on both sides
         if conversation.get("flow") != "diagnosis" or conversation.get("status") == "expired":
             return None
-        last = (conversation.get("state") or {}).get("last_response")
+        return (conversation.get("state") or {}).get("last_response") or None
+
+    def _current(self, session_id: str) -> ChatResponse | None:
+        """The last stored response of a live session (None when unknown or expired)."""
+        last = self._last(session_id)
         return ChatResponse.model_validate(last) if last else None
 
     def resume(self, session_id: str | None) -> Resumed | None:

@@ -162,6 +162,13 @@ def _lease_time(offset: float = 0.0) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=offset)).isoformat(timespec="milliseconds")
 
 
+def _conversation_row(row: Any) -> dict[str, Any]:
+    """A conversation's row as a dict, its state parsed."""
+    data = row._asdict()
+    data["state"] = loads(row.state, {}) or {}
+    return data
+
+
 def _conversation_values(conn: Any, conversation_id: str, stamp: str, *, state: Mapping[str, Any] | None = None,
                          merge_state: Mapping[str, Any] | None = None, title: str | None = None,
                          status: str | None = None, release: bool = False) -> dict[str, Any]:
@@ -192,6 +199,7 @@ _ACQUIRE = (update(t.conversations)
             .where(t.conversations.c.id == bindparam("cid"),
                    or_(t.conversations.c.turn_token.is_(None), t.conversations.c.turn_until < bindparam("now")))
             .values(turn_token=bindparam("token"), turn_until=bindparam("until")))
+_ACQUIRE_READ = _ACQUIRE.returning(*t.conversations.c)  # the lease and the row it leased: one statement
 _EXISTS = select(t.conversations.c.id).where(t.conversations.c.id == bindparam("cid"))
 _CONVERSATION = select(t.conversations).where(t.conversations.c.id == bindparam("cid"))
 _LIVE_ENTRIES = (select(t.turns.c.entry_id, t.turns.c.entry)
@@ -233,6 +241,7 @@ class ConversationsStore:
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._released_leases = set()
+        self._leased_rows: dict[str, dict[str, Any]] = {}  # token -> the row its lease took (``read=True``)
         self.lease_seconds = turn_lease()
         super().__init__(*args, **kwargs)
 
@@ -255,11 +264,12 @@ class ConversationsStore:
             return None
         with self._read() as conn:
             row = conn.execute(_CONVERSATION, {"cid": conversation_id}).first()
-        if row is None:
-            return None
-        data = row._asdict()
-        data["state"] = loads(row.state, {}) or {}
-        return data
+        return None if row is None else _conversation_row(row)
+
+    def leased_conversation(self, token: str | None) -> dict[str, Any] | None:
+        """The conversation's row as the lease ``token`` took it (``turn(…, read=True)``), once; None when
+        it was not read with the lease or was handed out already."""
+        return self._leased_rows.pop(token, None) if token is not None else None
 
     def list_conversations(self, flow: str | None = None, *, owner: str | None = None, limit: int = 20,
                            include_empty: bool = False) -> list[dict[str, Any]]:
@@ -307,23 +317,33 @@ class ConversationsStore:
     def _lease_for(self, hold: float) -> float:
         return min(float(hold), self.lease_seconds)
 
-    def acquire_turn(self, conversation_id: str, *, hold: float, wait: float | None = None) -> str | None:
+    def acquire_turn(self, conversation_id: str, *, hold: float, wait: float | None = None,
+                     read: bool = False) -> str | None:
         """Take the conversation's turn lease for ``hold`` seconds at most one lease (:func:`turn_lease`)
         at a time (:meth:`turn` renews it while the turn runs); returns its token, or None when there is
         no such conversation (the flow starts a new one, which nobody else can know yet). Waits up to
-        ``wait`` seconds (default :func:`turn_wait`) for a running turn, then raises :class:`TurnBusy`."""
+        ``wait`` seconds (default :func:`turn_wait`) for a running turn, then raises :class:`TurnBusy`.
+        ``read``: the statement that takes the lease returns the conversation's row too, kept for
+        :meth:`leased_conversation` (what :meth:`get_conversation` would read next, without a read of its own)."""
         if not conversation_id or len(conversation_id) > 80:
             return None
         token = secrets.token_hex(16)
         deadline = time.monotonic() + max(0.0, turn_wait() if wait is None else wait)
         pause = 0.02
+        params = {"cid": conversation_id, "token": token}
         while True:
+            params.update(now=_lease_time(), until=_lease_time(self._lease_for(hold)))
             with self._write_alone() as conn:  # one UPDATE (the read after it only when it took nothing)
-                taken = conn.execute(_ACQUIRE, {"cid": conversation_id, "now": _lease_time(), "token": token,
-                                                "until": _lease_time(self._lease_for(hold))}).rowcount
+                if read:
+                    row = conn.execute(_ACQUIRE_READ, params).first()
+                    taken = row is not None
+                else:
+                    taken = conn.execute(_ACQUIRE, params).rowcount
                 if not taken and conn.execute(_EXISTS, {"cid": conversation_id}).first() is None:
                     return None
             if taken:
+                if read:
+                    self._leased_rows[token] = _conversation_row(row)
                 return token
             if time.monotonic() >= deadline:
                 raise TurnBusy(conversation_id)
@@ -368,13 +388,14 @@ class ConversationsStore:
         threading.Thread(target=retry, name=f"turn-release-{conversation_id[:12]}", daemon=True).start()
 
     @contextmanager
-    def turn(self, conversation_id: str | None, *, hold: float, wait: float | None = None
+    def turn(self, conversation_id: str | None, *, hold: float, wait: float | None = None, read: bool = False
              ) -> Iterator[str | None]:
         """``with store.turn(cid, hold=…) as token:`` one turn of ``cid`` at a time (see the module
         docstring); ``token`` is None for an unknown conversation. The lease is renewed by a heartbeat
-        while the body runs (for ``hold`` seconds at most) and given back however the turn ends."""
+        while the body runs (for ``hold`` seconds at most) and given back however the turn ends. ``read``:
+        the conversation's row comes with the lease (:meth:`leased_conversation`)."""
         cid = conversation_id or ""
-        token = self.acquire_turn(cid, hold=hold, wait=wait)
+        token = self.acquire_turn(cid, hold=hold, wait=wait, read=read)
         beat = _Heartbeat(self, cid, token, hold, self._lease_for(hold)) if token is not None else None
         if beat is not None:
             beat.start()
@@ -383,6 +404,8 @@ class ConversationsStore:
         finally:
             if beat is not None:
                 beat.stop()
+            if token is not None:
+                self._leased_rows.pop(token, None)
             if token is not None and token in self._released_leases:  # released by the turn's last write
                 self._released_leases.discard(token)
             elif token is not None:

@@ -168,9 +168,9 @@ def _count_store_work(store):
 
 def test_an_api_turn_takes_two_write_transactions_and_reads_the_conversation_once(any_url):
     """Issue #25: the lease, then the session, the transcript, the last response and the release in one
-    transaction (the session's own write was a third); the conversation read under the lease serves the
-    service's load too, and the turns read to refresh the transcript serve the write's diff (they were read
-    twice). Both engines; counted, never timed."""
+    transaction (the session's own write was a third); the conversation's row comes back from the statement
+    that takes the lease (no read of its own since) and serves the service's load too, and the turns read to
+    refresh the transcript serve the write's diff (they were read twice). Both engines; counted, never timed."""
     convs = _convs(any_url)
     sid = convs.handle(ChatRequest()).session_id
     for req in (dict(action="select_vehicle", action_value=MIRAI), dict(action="confirm_photo", action_value="yes")):
@@ -180,7 +180,7 @@ def test_an_api_turn_takes_two_write_transactions_and_reads_the_conversation_onc
         r = convs.handle(ChatRequest(session_id=sid, message="エアコンの風が弱い気がする"))
     finally:
         stop()
-    assert counted == {"writes": 2, "conversation_reads": 1, "turn_reads": 1}
+    assert counted == {"writes": 2, "conversation_reads": 0, "turn_reads": 1}
     stored = Store(any_url).get_conversation(sid)
     session = stored["state"]["session"]
     assert session["current_step"] == r.current_step and session["symptom_text"] == "エアコンの風が弱い気がする"
@@ -191,9 +191,10 @@ def test_an_api_turn_takes_two_write_transactions_and_reads_the_conversation_onc
     assert again.response == r and [e["role"] for e in again.transcript][-2:] == ["user", "assistant"]
 
 
-def test_an_api_turn_reads_its_conversation_and_its_turns_in_one_transaction(any_url):
-    """Issue #25: the conversation row and the turns read under the lease share one connection and one
-    transaction (``Store.reading``; they were two), and give what two reads gave. Both engines; counted."""
+def test_an_api_turn_reads_its_turns_once_and_its_conversation_with_the_lease(any_url):
+    """Issue #25: under the lease the turn reads its turns once (one read transaction); the conversation's
+    row came back with the lease (it was a read of its own, and before that two transactions), and together
+    they give what the reads gave. Both engines; counted."""
     convs = _convs(any_url)
     sid = convs.handle(ChatRequest()).session_id
     convs.handle(ChatRequest(session_id=sid, action="select_vehicle", action_value=MIRAI))
@@ -210,7 +211,7 @@ def test_an_api_turn_reads_its_conversation_and_its_turns_in_one_transaction(any
     finally:
         event.remove(convs.store.engine, "begin", begin)
         stop()
-    assert counted == {"writes": 2, "conversation_reads": 1, "turn_reads": 1} and len(reads) == 1
+    assert counted == {"writes": 2, "conversation_reads": 0, "turn_reads": 1} and len(reads) == 1
     assert r.current_step == "free_text"
     assert [e["role"] for e in convs.transcript] == [e["role"] for e in Store(any_url).chat_entries(sid)]
     assert len(convs.transcript) >= 5  # the earlier turns were read back, the new one added
@@ -225,19 +226,20 @@ def _in_transaction(dbapi_connection) -> bool:
 
 
 def test_on_postgresql_an_api_turns_reads_and_lease_send_no_begin_or_rollback(any_url):
-    """Issue #25: on PostgreSQL the turn's read (the conversation row and its turns) and its lease (one
-    ``UPDATE``) run in autocommit, so only the chat write is a transaction (``BEGIN`` … ``COMMIT``): at READ
-    COMMITTED each statement had its own snapshot inside a transaction too, and the read's ``BEGIN`` and
+    """Issue #25: on PostgreSQL the turn's lease (one ``UPDATE``, returning the conversation's row) and its
+    read (its turns) run in autocommit, so only the chat write is a transaction (``BEGIN`` … ``COMMIT``): at
+    READ COMMITTED each statement had its own snapshot inside a transaction too, and the read's ``BEGIN`` and
     ``ROLLBACK`` and the lease's ``BEGIN`` and ``COMMIT`` were four round trips of a turn's ≈ 13. SQLite
-    keeps every read in its transaction (one snapshot for the whole read). Checked at the driver, after
-    each statement."""
+    keeps every statement in a transaction. Checked at the driver, after each statement."""
     convs = _convs(any_url)
     sid = convs.handle(ChatRequest()).session_id
     convs.handle(ChatRequest(session_id=sid, action="select_vehicle", action_value=MIRAI))
     seen: list[tuple[str, bool]] = []
+    lease_sql: list[str] = []
 
     def after(conn, cursor, statement, parameters, context, executemany):
         seen.append((statement.split()[0].upper(), _in_transaction(conn.connection.dbapi_connection)))
+        lease_sql.append(statement)
 
     event.listen(convs.store.engine, "after_cursor_execute", after)
     try:
@@ -247,7 +249,7 @@ def test_on_postgresql_an_api_turns_reads_and_lease_send_no_begin_or_rollback(an
     first_insert = next(i for i, (verb, _) in enumerate(seen) if verb == "INSERT")
     reads = [inside for verb, inside in seen[:first_insert] if verb == "SELECT"]
     lease = seen[0]
-    assert lease[0] == "UPDATE" and len(reads) == 2
+    assert lease[0] == "UPDATE" and len(reads) == 1 and "RETURNING" in lease_sql[0].upper()
     chat_write = seen[first_insert - 1:]  # its fence check, the turn's rows, the conversation's update
     assert [verb for verb, _ in chat_write][:2] == ["UPDATE", "INSERT"] and all(inside for _, inside in chat_write)
     if convs.store.dialect == "postgresql":
