@@ -150,17 +150,30 @@ def _variants(base: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+NORMAL_FORM_MEMO = 1024  # texts whose normal form is remembered (the offline policy asks for a symptom's often)
+
+
 def normal_form(text: str | None) -> str:
     """One normalised reading of ``text`` for a learned model: the symptoms it denies set aside
     (:mod:`core.diagnosis.denials`), NFKC, spaces between Japanese words dropped, colloquial /
     dialect / written negation spelled out, the drivers' other words written the rules' way
     (:func:`canonical`) and hiragana folded to katakana — so 「ぶれーき きかねえ」 and
-    「ブレーキ効かない」 share most of their characters."""
+    「ブレーキ効かない」 share most of their characters. Remembered per text of at most
+    :data:`CHECK_MEMO_MAX_CHARS` characters (:data:`NORMAL_FORM_MEMO` of them)."""
+    if text is not None and (not isinstance(text, str) or len(text) > CHECK_MEMO_MAX_CHARS):
+        return _normal_form(text)
+    return _normal_form_memo(text)
+
+
+def _normal_form(text: str | None) -> str:
     base = unicodedata.normalize("NFKC", strip_denials(text).kept)[:MAX_CHARS]
     joined = _JA_SPACE.sub("", base)
     colloquial = _COLLOQUIAL_NOT.sub("ない", joined)
     dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _LITERARY_NOT.sub("ない", colloquial)))
     return canonical(dialect).translate(_HIRAGANA).lower()
+
+
+_normal_form_memo = lru_cache(maxsize=NORMAL_FORM_MEMO)(_normal_form)
 
 
 # A hypothetical question (「もし走行中にブレーキが効かなくなったら、どうすればいい？」): a symptom word

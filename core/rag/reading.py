@@ -31,6 +31,7 @@ SHORT_READING = 2
 _BOUNDARY_AFTER = frozenset(" ガヲニハデノトモヤ")
 _BOUNDARY_BEFORE = frozenset(" ")
 MAX_QUERY_CHARS = 400
+EXPAND_MEMO = 512  # expansions remembered (per state of the index)
 MAX_SURFACES = 3  # homophones kept per reading
 MAX_TEXT_CHARS = 20_000  # read of one corpus text
 _CONTENT = re.compile(r"[\u4e00-\u9fff\u30a1-\u30fa]")
@@ -50,6 +51,8 @@ class ReadingIndex:
         self._texts_seen: set[str] = set()
         self.known: set[str] = set()  # every term read (a kanji word outside it may be a slip)
         self._lock = threading.Lock()
+        self._version = 0  # moved by every term recorded: the expansions remembered are of one version
+        self._expanded: dict[tuple[int, str], str] = {}
 
     def __len__(self) -> int:
         return len(self.by_reading)
@@ -64,6 +67,7 @@ class ReadingIndex:
             key = term if _KATAKANA.match(term) else reading(term, max_chars=40)
         key = key.replace(" ", "")
         with self._lock:
+            self._version += 1
             self.known.add(term)
             if len(key) < SHORT_READING or not _KATAKANA.match(key):
                 return
@@ -110,7 +114,21 @@ class ReadingIndex:
         """``query`` plus the corpus spellings of the words it writes in kana (each run of kana, with
         and without its spaces, scanned for the longest known readings) or as a homophone of a
         corpus word (a kanji word the corpus does not use whose reading is a corpus word's:
-        「店頭」→「点灯」), when it lacks them."""
+        「店頭」→「点灯」), when it lacks them. Remembered per query and state of the index
+        (:data:`EXPAND_MEMO` queries of at most :data:`MAX_QUERY_CHARS` characters): a turn expands the
+        same symptom for each of its searches."""
+        if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
+            return self._expand(query)
+        key = (self._version, query)
+        found = self._expanded.get(key)
+        if found is None:
+            found = self._expand(query)
+            if len(self._expanded) >= EXPAND_MEMO:
+                self._expanded.clear()
+            self._expanded[key] = found
+        return found
+
+    def _expand(self, query: str) -> str:
         text = unicodedata.normalize("NFKC", query or "")[:MAX_QUERY_CHARS]
         if not self.by_reading or not text.strip():
             return query

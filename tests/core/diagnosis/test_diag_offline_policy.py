@@ -140,3 +140,25 @@ def test_summarize_is_extractive():
         "symptom": "音がする", "collected": ["音がする", "ブレーキを踏んだとき（低速）"],
         "history": [{"role": "assistant", "content": "どんな音ですか？詳しく"}]}))
     assert text == "主訴: 音がする。これまでの回答: ブレーキを踏んだとき。直近の案内: どんな音ですか？"
+
+
+def test_a_symptoms_category_and_normal_form_are_worked_out_once_per_text(monkeypatch):
+    """Issue #25: the offline model asks for the symptom's category and each section's normal form several
+    times a turn; each text is worked out once (bounded memo) and gives what working it out gives. A text
+    over the memo's bound is worked out every time. Counted."""
+    from core.diagnosis import offline_policy, urgency_rules
+
+    offline_policy._category_memo.cache_clear()
+    urgency_rules._normal_form_memo.cache_clear()
+    text = "まふらーから ゆげが でる。警告灯は点いていない"
+    first = offline_policy._category(text)
+    assert offline_policy._category(text) == first == offline_policy._category_of(text)
+    assert offline_policy._category_memo.cache_info().misses == 1 and offline_policy._category_memo.cache_info().hits == 1
+    form = urgency_rules.normal_form(text)
+    assert urgency_rules.normal_form(text) == form == urgency_rules._normal_form(text)
+    assert urgency_rules._normal_form_memo.cache_info().hits >= 1
+    long_text = "ブレーキが効かない。" * 300
+    before = offline_policy._category_memo.cache_info()
+    assert offline_policy._category(long_text) == offline_policy._category_of(long_text)
+    assert urgency_rules.normal_form(long_text) == urgency_rules._normal_form(long_text)
+    assert offline_policy._category_memo.cache_info() == before

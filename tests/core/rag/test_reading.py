@@ -61,3 +61,23 @@ class CountingEmbedder:
 def test_text_retriever_offers_the_expansion():
     retriever = TextRetriever([(i, t, {}) for i, t in CORPUS], embedder=CountingEmbedder())
     assert "警告灯" in retriever.expand_query("けいこくとうが ついた")
+
+
+def test_an_expansion_is_remembered_until_the_index_reads_a_new_term(monkeypatch):
+    """Issue #25: a turn expands the same symptom for each of its searches; the expansion is computed once
+    per state of the index, and a term read since (another upload) is seen at once. Counted."""
+    readings = index()
+    calls = []
+    real = readings._expand
+    monkeypatch.setattr(readings, "_expand", lambda query: calls.append(query) or real(query))
+    first = readings.expand("まふらーから ゆげが でる")
+    assert readings.expand("まふらーから ゆげが でる") == first and len(calls) == 1
+    assert "排気管" not in first
+    readings.sync_texts([("d", "排気管（はいきかん）から水が垂れるのは正常です。")])
+    readings.add("排気管", "ハイキカン")
+    assert "排気管" in readings.expand("はいきかんから みず") and len(calls) == 2
+    assert readings.expand("まふらーから ゆげが でる") == first and len(calls) == 3  # computed again, same answer
+    long_query = "ゆげ " * 300  # over MAX_QUERY_CHARS: expanded every time, never remembered
+    readings.expand(long_query)
+    readings.expand(long_query)
+    assert len(calls) == 5 and all(len(key[1]) <= 400 for key in readings._expanded)
