@@ -153,7 +153,8 @@ def test_a_symptoms_category_and_normal_form_are_worked_out_once_per_text(monkey
     text = "まふらーから ゆげが でる。警告灯は点いていない"
     first = offline_policy._category(text)
     assert offline_policy._category(text) == first == offline_policy._category_of(text)
-    assert offline_policy._category_memo.cache_info().misses == 1 and offline_policy._category_memo.cache_info().hits == 1
+    memo = offline_policy._category_memo.cache_info()
+    assert memo.misses == 1 and memo.hits == 1
     form = urgency_rules.normal_form(text)
     assert urgency_rules.normal_form(text) == form == urgency_rules._normal_form(text)
     assert urgency_rules._normal_form_memo.cache_info().hits >= 1
