@@ -15,6 +15,7 @@ Linear: one pass over the text, no regular expressions.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import groupby
 
 OPEN = "<<<DOCUMENT"
@@ -29,9 +30,18 @@ def _kind(char: str) -> int:
     return 1 if char in _OPENERS else 2 if char in _CLOSERS else 0
 
 
+MEMO = 1024  # texts remembered (a manual section is put in a prompt on every call of a turn)
+MEMO_MAX_CHARS = 4000  # a longer text is scanned every time (the memo stays small)
+
+
 def neutralise_delimiters(text: str) -> str:
-    """``text`` with every run of 3+ opening / closing angle brackets replaced by ``‹`` / ``›``."""
+    """``text`` with every run of 3+ opening / closing angle brackets replaced by ``‹`` / ``›``; remembered
+    per text (:data:`MEMO` texts of at most :data:`MEMO_MAX_CHARS` characters)."""
     text = "" if text is None else str(text)
+    return _neutralised(text) if len(text) <= MEMO_MAX_CHARS else _neutralise(text)
+
+
+def _neutralise(text: str) -> str:
     if _OPENERS.isdisjoint(text) and _CLOSERS.isdisjoint(text):
         return text
     out = []
@@ -41,6 +51,9 @@ def neutralise_delimiters(text: str) -> str:
             run = ("‹" if kind == 1 else "›") * len(run)
         out.append(run)
     return "".join(out)
+
+
+_neutralised = lru_cache(maxsize=MEMO)(_neutralise)
 
 
 def _clean_name(name: str) -> str:

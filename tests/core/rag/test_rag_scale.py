@@ -155,3 +155,19 @@ def test_reopen_uses_the_snapshot_only_while_the_collection_is_unchanged(tmp_pat
     assert third.last_reload == "store" and len(third) == 9
     second.search("ブレーキ", "car-c")  # notices the write and reloads
     assert "car-c" in second.vehicles()
+
+
+def test_a_querys_tokens_are_worked_out_once_and_each_caller_gets_its_own_list():
+    """Issue #25: a turn searches with the same symptom several times; the index tokenises each query once
+    (bounded memo), a query over the bound every time. Counted."""
+    calls = []
+    index = BM25Index(lambda t: calls.append(t) or t.split())
+    index.build(["a b c", "b c d"])
+    calls.clear()
+    first = index.query_tokens("b d")
+    first.append("changed by a caller")
+    assert index.query_tokens("b d") == ["b", "d"] and calls == ["b d"]
+    long_query = "b " * 1500
+    index.query_tokens(long_query)
+    index.query_tokens(long_query)
+    assert calls == ["b d", long_query, long_query]
