@@ -1,7 +1,7 @@
 """API turns: what one ``POST /api/chat`` diagnosis turn costs a worker, old code against new in one run.
 
 Run: ``python -m bench.api_turns [--rounds N] [--pg URL] [--against NAME=DIR …] [--server] [--clients 1 8 64]
-[--seconds S] [--repeat N] [--no-cpu]``
+[--seconds S] [--repeat N] [--no-cpu] [--cached-vectors]``
 (PostgreSQL also from ``KAIWA_TEST_PG_URL``: a scratch database per worker is made in that cluster and
 dropped afterwards). Prints one JSON object.
 
@@ -12,7 +12,9 @@ dropped afterwards). Prints one JSON object.
   model, then the review intake (``queue_latest_answer``): what the API route runs, minus HTTP. Workers wait for commands on stdin; rounds alternate the trees
   (``--against NAME=DIR``: an older checkout, e.g. ``git archive <commit> | tar -x -C DIR`` with its
   ``var/chroma`` copied), so load hits all alike. Figures: median CPU ms of the worker process per turn, and counted work per turn (transactions,
-  query vectors computed, manual searches run).
+  query vectors computed, manual searches run). ``--cached-vectors``: every round talks to the same customers,
+  whose vectors the warm-up computed, so the rounds measure the flow's Python and the store without e5 (which
+  is most of a turn's CPU and moves the most between rounds).
 * **Requests per second** (``--server``): a real ``uvicorn api.main:app`` worker per tree and engine, and a
   trivial FastAPI endpoint doing one insert and one select on the same database (the baseline), each
   driven by N concurrent clients (``--clients``), every client running conversations one turn after the
@@ -72,8 +74,10 @@ def next_request(response: dict[str, Any]) -> dict[str, Any] | None:
 
 
 # ---- the in-process worker ----------------------------------------------------------------------
-def _worker(url: str) -> None:
-    """Commands on stdin (``round N``), one JSON line of results per command on stdout."""
+def _worker(url: str, cached_vectors: bool = False) -> None:
+    """Commands on stdin (``round N``), one JSON line of results per command on stdout. ``cached_vectors``: every
+    round talks to the same :data:`CONVERSATIONS` customers, whose texts' vectors the warm-up computed, so a round
+    measures the flow's Python and the store without e5."""
     from sqlalchemy import event
 
     from core.diagnosis.conversation import DiagnosisConversations
@@ -134,7 +138,7 @@ def _worker(url: str) -> None:
     diagnosis_cpu: list[float] = []
 
     def conversation() -> int:
-        symptom = symptom_text(seq[0])
+        symptom = symptom_text(seq[0] % CONVERSATIONS if cached_vectors else seq[0])
         seq[0] += 1
         conversations = DiagnosisConversations(store, client=client, owner="bench")
         log = StoredDebugLog(store, "bench")  # one per request, as the route's
@@ -158,7 +162,7 @@ def _worker(url: str) -> None:
                     requests.append(follow)
         return turns
 
-    for _ in range(2):  # warm up: imports, the index
+    for _ in range(CONVERSATIONS if cached_vectors else 2):  # warm up: imports, the index (and every vector)
         conversation()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
@@ -184,9 +188,10 @@ def _worker(url: str) -> None:
 
 
 class Worker:
-    def __init__(self, tree: Path, url: str, env: dict[str, str]):
+    def __init__(self, tree: Path, url: str, env: dict[str, str], cached_vectors: bool = False):
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", str(Path(__file__).resolve()), "--worker", url], cwd=str(tree),
+            [sys.executable, "-P", str(Path(__file__).resolve()), "--worker", url,
+             *(["--cached-vectors"] if cached_vectors else [])], cwd=str(tree),
             env={**env, "PYTHONPATH": str(tree)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line:
@@ -225,8 +230,9 @@ def _databases(pg_url: str | None, tmp: Path, names: list[str]) -> dict[tuple[st
     return urls
 
 
-def measure_cpu(trees: dict[str, Path], urls: dict[tuple[str, str], str], rounds: int) -> dict[str, Any]:
-    workers = {key: Worker(trees[key[0]], url, _env()) for key, url in urls.items()}
+def measure_cpu(trees: dict[str, Path], urls: dict[tuple[str, str], str], rounds: int,
+                cached_vectors: bool = False) -> dict[str, Any]:
+    workers = {key: Worker(trees[key[0]], url, _env(), cached_vectors) for key, url in urls.items()}
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in workers}
     try:
         keys = list(workers)
@@ -453,12 +459,13 @@ def measure_servers(trees: dict[str, Path], urls: dict[tuple[str, str], str], ba
 
 
 def measure(trees: dict[str, Path], pg_url: str | None, rounds: int, server: bool, clients: list[int],
-            seconds: float, repeat: int = 1) -> dict[str, Any]:
+            seconds: float, repeat: int = 1, cached_vectors: bool = False) -> dict[str, Any]:
     """The CPU rounds and (with ``server``) the real-server rounds of ``trees``, on SQLite and, with ``pg_url``,
     PostgreSQL (scratch databases made there and dropped afterwards)."""
     from core.store.db import create_scratch_database, drop_database
 
-    result: dict[str, Any] = {"conversations_per_round": CONVERSATIONS, "rounds": rounds}
+    result: dict[str, Any] = {"conversations_per_round": CONVERSATIONS, "rounds": rounds,
+                              "cached_vectors": cached_vectors}
     with tempfile.TemporaryDirectory(prefix="kaiwa-turns-") as tmp_name:
         tmp = Path(tmp_name)
         urls = _databases(pg_url, tmp, list(trees))
@@ -469,7 +476,7 @@ def measure(trees: dict[str, Path], pg_url: str | None, rounds: int, server: boo
             baseline_urls["postgresql"] = create_scratch_database(pg_url, "kaiwa_turns_baseline")
         try:
             if rounds:
-                result["cpu"] = measure_cpu(trees, urls, rounds)
+                result["cpu"] = measure_cpu(trees, urls, rounds, cached_vectors)
                 print(json.dumps(result["cpu"]), file=sys.stderr)
             if server:
                 result["server"] = measure_servers(trees, fresh, baseline_urls, clients, seconds, tmp, repeat)
@@ -510,9 +517,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=20.0, help="per server and client count")
     parser.add_argument("--repeat", type=int, default=1, help="drives per server and client count (medians)")
+    parser.add_argument("--cached-vectors", action="store_true",
+                        help="CPU rounds repeat the same customers, every vector cached: the flow and the store alone")
     args = parser.parse_args(argv)
     if args.worker:
-        _worker(args.worker)
+        _worker(args.worker, args.cached_vectors)
         return 0
     pg_url = args.pg if args.pg is not None else (os.environ.get("KAIWA_TEST_PG_URL") or "").strip() or None
     trees: dict[str, Path] = {}
@@ -521,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         trees[name or f"old{len(trees) + 1}"] = Path(path).resolve()
     trees["new"] = ROOT
     result = measure(trees, pg_url, 0 if args.no_cpu else args.rounds, args.server, args.clients, args.seconds,
-                     args.repeat)
+                     args.repeat, args.cached_vectors)
     print(json.dumps(result, indent=1))
     return 0
 
