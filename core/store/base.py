@@ -277,7 +277,7 @@ class StoreBase:
     @contextmanager
     def reading(self) -> Iterator[None]:
         """``with store.reading():`` the reads this thread makes inside the block share one connection (a
-        chat turn reads its conversation row and its turns together: one pool checkout instead of two) and,
+        conversation row and its turns read together: one pool checkout instead of two) and,
         on SQLite, one transaction (one snapshot). Nested blocks use the outer one's."""
         if getattr(self._reads, "conn", None) is not None:
             yield
