@@ -49,7 +49,7 @@ def test_property_exactly_one_block(text, name):
     assert block.startswith(OPEN) and block.endswith(CLOSE) and block.split("\n", 1)[0].endswith(">>>")
 
 
-def test_a_text_is_scanned_once_and_a_long_one_every_time(monkeypatch):
+def test_a_text_is_scanned_once_and_a_long_one_every_time():
     """Issue #25: a turn puts the same manual sections in a prompt on every call; each text is scanned once
     (bounded memo) and gives what a scan gives. A text over the memo's bound is scanned every time."""
     import core.text.untrusted as untrusted

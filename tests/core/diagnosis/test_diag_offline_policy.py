@@ -142,7 +142,7 @@ def test_summarize_is_extractive():
     assert text == "主訴: 音がする。これまでの回答: ブレーキを踏んだとき。直近の案内: どんな音ですか？"
 
 
-def test_a_symptoms_category_and_normal_form_are_worked_out_once_per_text(monkeypatch):
+def test_a_symptoms_category_and_normal_form_are_worked_out_once_per_text():
     """Issue #25: the offline model asks for the symptom's category and each section's normal form several
     times a turn; each text is worked out once (bounded memo) and gives what working it out gives. A text
     over the memo's bound is worked out every time. Counted."""
