@@ -7,7 +7,7 @@ import json
 import secrets
 import shutil
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Protocol
@@ -199,7 +199,6 @@ class StoreBase:
         self._planned_lock = threading.Lock()
         self._write_failure: BaseException | None = None  # the last write's outage error, until one succeeds
         self._failure_lock = threading.Lock()
-        self._reads = threading.local()  # conn: this thread's shared read connection (:meth:`reading`)
         if run_migrations:
             migrate(self.engine)
             with self._writer.begin() as conn:  # a later migration that copies a table drops its triggers
@@ -247,10 +246,9 @@ class StoreBase:
 
     def read_connection(self) -> Any:
         """``with store.read_connection() as conn:`` a connection to read with (nothing written through
-        it): this thread's shared one inside :meth:`reading`; on PostgreSQL in autocommit (every statement
-        its own snapshot, as at READ COMMITTED in a transaction, without the ``BEGIN`` and ``ROLLBACK``)."""
-        pinned = getattr(self._reads, "conn", None)
-        return nullcontext(pinned) if pinned is not None else self._reader.connect()
+        it); on PostgreSQL in autocommit (every statement its own snapshot, as at READ COMMITTED in a
+        transaction, without the ``BEGIN`` and ``ROLLBACK``)."""
+        return self._reader.connect()
 
     _read = read_connection
 
@@ -273,21 +271,6 @@ class StoreBase:
         self.engine.dispose()
         if self._planned is not None:
             self._planned.engine.dispose()
-
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """``with store.reading():`` the reads this thread makes inside the block share one connection (a
-        conversation row and its turns read together: one pool checkout instead of two) and,
-        on SQLite, one transaction (one snapshot). Nested blocks use the outer one's."""
-        if getattr(self._reads, "conn", None) is not None:
-            yield
-            return
-        with self._reader.connect() as conn:
-            self._reads.conn = conn
-            try:
-                yield
-            finally:
-                self._reads.conn = None
 
     def _disk_full(self) -> BaseException | None:
         """An SQLite file's disk with less than :data:`MIN_FREE_BYTES` free (None when it has room, or for

@@ -35,14 +35,6 @@ def test_a_read_runs_in_autocommit_and_the_next_write_on_its_connection_is_a_tra
     assert store.get_conversation(cid)["title"] != "書きかけ"  # rolled back: nothing of it stored
 
 
-def test_reads_in_one_reading_block_share_the_autocommit_connection(one_connection_store):
-    store = one_connection_store
-    cid = store.create_conversation("faq", "op")
-    with store.reading(), store.read_connection() as first, store.read_connection() as second:
-        assert first is second and first.connection.dbapi_connection.autocommit
-        assert store.get_conversation(cid)["id"] == cid  # a read inside the block on the same one connection
-
-
 def test_the_turn_lease_is_taken_renewed_and_released_in_autocommit(one_connection_store):
     store = one_connection_store
     cid = store.create_conversation("diagnosis", "op")

@@ -84,31 +84,6 @@ def test_chat_entries_report_the_digests_entry_hashes_would(store, operator):
     assert hashes == store.entry_hashes(cid) and len(hashes) == 1
 
 
-def test_reads_inside_reading_share_one_transaction_and_see_the_same_rows(store, operator):
-    """Issue #25: ``Store.reading()`` — a turn's conversation row and its turns in one read transaction (a
-    nested block uses the outer one); outside it every read has its own, as before. Both engines; counted."""
-    cid = store.create_conversation("diagnosis", operator, state={"session": {"step": 1}})
-    sync_chat(store, cid, [{"role": "assistant", "step": "vehicle_id", "message": "車両は？"}], flow="diagnosis")
-    begins: list[bool] = []
-
-    def begin(conn):
-        begins.append(bool(conn.get_execution_options().get("kaiwa_write")))
-
-    event.listen(store.engine, "begin", begin)
-    try:
-        with store.reading():
-            conversation = store.get_conversation(cid)
-            with store.reading():
-                entries = store.chat_entries(cid)
-        inside = list(begins)
-        store.get_conversation(cid)
-        store.chat_entries(cid)
-    finally:
-        event.remove(store.engine, "begin", begin)
-    assert inside == [False] and begins == [False, False, False]
-    assert conversation["state"] == {"session": {"step": 1}} and [e["message"] for e in entries] == ["車両は？"]
-
-
 def _record(sid: str, task: str, **extra) -> dict:
     return {"time": "2026-11-27T01:00:00.000+00:00", "session_id": sid, "flow": "diagnosis", "step": "diagnosing",
             "task": task, "provider": "offline", "model": "offline", "kind": "call", "outcome": "ok",
