@@ -37,7 +37,6 @@ section markers) and ``context["urgency"]`` says more (``core.diagnosis.urgency_
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any
 
 from core.diagnosis.denials import asks_about_denied, strip_denials
@@ -45,6 +44,7 @@ from core.diagnosis.urgency_rules import CHECK_MEMO_MAX_CHARS, canonical, normal
 from core.diagnosis.urgency_semantic import NormalCase, confirming_hit, normal_cases, text_normal_case
 from core.llm.base import LLMRequest
 from core.text import quoting
+from core.text.memo import short_text_memo
 from core.text.quoting import is_heading
 
 NORMAL_RE = re.compile(r"故障ではありません|正常な(現象|動作)|異常ではありません|問題ありません|心配ありません|安全のための仕様")
@@ -155,24 +155,20 @@ def _answers(ctx: dict[str, Any]) -> list[str]:
     return [a for a in collected[1:] if a and a not in ("わからない",) and not a.startswith(("提案された対処", "仕様の説明", "説明された内容"))]
 
 
+CATEGORY_MEMO = 1024
+
+
+@short_text_memo(CATEGORY_MEMO, CHECK_MEMO_MAX_CHARS)
 def _category(text: str) -> str:
     """The symptom category of ``text``, from what it reports (a denied symptom is not a category:
     「警告灯は点いていないけど音がする」 is a noise). Remembered per text (a turn asks for the symptom's
     several times; :data:`CATEGORY_MEMO` texts of at most :data:`CHECK_MEMO_MAX_CHARS` characters)."""
-    return _category_memo(text) if isinstance(text, str) and len(text) <= CHECK_MEMO_MAX_CHARS else _category_of(text)
-
-
-def _category_of(text: str) -> str:
     kept = strip_denials(text).kept
     forms = (kept, canonical(kept), normal_form(kept))  # kana and casual spellings read the rules' way
     for name, pattern in CATEGORIES:
         if any(pattern.search(form) for form in forms):
             return name
     return "general"
-
-
-CATEGORY_MEMO = 1024
-_category_memo = lru_cache(maxsize=CATEGORY_MEMO)(_category_of)
 
 
 def _plan_category(symptom: str, answers: list[str]) -> str:

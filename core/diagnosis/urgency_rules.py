@@ -28,6 +28,7 @@ import yaml
 from core.diagnosis.denials import strip_denials
 from core.diagnosis.models import urgency_rank
 from core.paths import DATA_DIR
+from core.text.memo import short_text_memo
 
 RULES_PATH = DATA_DIR / "urgency_rules.yaml"
 SYNONYMS_PATH = DATA_DIR / "urgency_synonyms.yaml"
@@ -151,8 +152,10 @@ def _variants(base: str) -> tuple[str, ...]:
 
 
 NORMAL_FORM_MEMO = 1024  # texts whose normal form is remembered (the offline policy asks for a symptom's often)
+CHECK_MEMO_MAX_CHARS = 2000  # a longer text is checked (and normalised) every time (the memos stay small)
 
 
+@short_text_memo(NORMAL_FORM_MEMO, CHECK_MEMO_MAX_CHARS)
 def normal_form(text: str | None) -> str:
     """One normalised reading of ``text`` for a learned model: the symptoms it denies set aside
     (:mod:`core.diagnosis.denials`), NFKC, spaces between Japanese words dropped, colloquial /
@@ -160,20 +163,11 @@ def normal_form(text: str | None) -> str:
     (:func:`canonical`) and hiragana folded to katakana — so 「ぶれーき きかねえ」 and
     「ブレーキ効かない」 share most of their characters. Remembered per text of at most
     :data:`CHECK_MEMO_MAX_CHARS` characters (:data:`NORMAL_FORM_MEMO` of them)."""
-    if text is not None and (not isinstance(text, str) or len(text) > CHECK_MEMO_MAX_CHARS):
-        return _normal_form(text)
-    return _normal_form_memo(text)
-
-
-def _normal_form(text: str | None) -> str:
     base = unicodedata.normalize("NFKC", strip_denials(text).kept)[:MAX_CHARS]
     joined = _JA_SPACE.sub("", base)
     colloquial = _COLLOQUIAL_NOT.sub("ない", joined)
     dialect = _DIALECT_NOT.sub("ない", _DIALECT_NOT_PAST.sub("な", _LITERARY_NOT.sub("ない", colloquial)))
     return canonical(dialect).translate(_HIRAGANA).lower()
-
-
-_normal_form_memo = lru_cache(maxsize=NORMAL_FORM_MEMO)(_normal_form)
 
 
 # A hypothetical question (「もし走行中にブレーキが効かなくなったら、どうすればいい？」): a symptom word
@@ -234,7 +228,6 @@ def _how_to_forms(forms: list[str]) -> bool:
 
 
 CHECK_MEMO = 512  # texts whose rule check each rule set remembers (a turn re-checks every symptom collected)
-CHECK_MEMO_MAX_CHARS = 2000  # a longer text is checked every time (the memo stays small)
 
 
 @dataclass

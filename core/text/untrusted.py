@@ -15,8 +15,9 @@ Linear: one pass over the text, no regular expressions.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from itertools import groupby
+
+from core.text.memo import short_text_memo
 
 OPEN = "<<<DOCUMENT"
 CLOSE = "<<<END DOCUMENT>>>"
@@ -37,10 +38,10 @@ MEMO_MAX_CHARS = 4000  # a longer text is scanned every time (the memo stays sma
 def neutralise_delimiters(text: str) -> str:
     """``text`` with every run of 3+ opening / closing angle brackets replaced by ``‹`` / ``›``; remembered
     per text (:data:`MEMO` texts of at most :data:`MEMO_MAX_CHARS` characters)."""
-    text = "" if text is None else str(text)
-    return _neutralised(text) if len(text) <= MEMO_MAX_CHARS else _neutralise(text)
+    return _neutralise("" if text is None else str(text))
 
 
+@short_text_memo(MEMO, MEMO_MAX_CHARS)
 def _neutralise(text: str) -> str:
     if _OPENERS.isdisjoint(text) and _CLOSERS.isdisjoint(text):
         return text
@@ -51,9 +52,6 @@ def _neutralise(text: str) -> str:
             run = ("‹" if kind == 1 else "›") * len(run)
         out.append(run)
     return "".join(out)
-
-
-_neutralised = lru_cache(maxsize=MEMO)(_neutralise)
 
 
 def _clean_name(name: str) -> str:

@@ -148,18 +148,18 @@ def test_a_symptoms_category_and_normal_form_are_worked_out_once_per_text():
     over the memo's bound is worked out every time. Counted."""
     from core.diagnosis import offline_policy, urgency_rules
 
-    offline_policy._category_memo.cache_clear()
-    urgency_rules._normal_form_memo.cache_clear()
+    offline_policy._category.memo.cache_clear()
+    urgency_rules.normal_form.memo.cache_clear()
     text = "まふらーから ゆげが でる。警告灯は点いていない"
     first = offline_policy._category(text)
-    assert offline_policy._category(text) == first == offline_policy._category_of(text)
-    memo = offline_policy._category_memo.cache_info()
+    assert offline_policy._category(text) == first == offline_policy._category.__wrapped__(text)
+    memo = offline_policy._category.memo.cache_info()
     assert memo.misses == 1 and memo.hits == 1
     form = urgency_rules.normal_form(text)
-    assert urgency_rules.normal_form(text) == form == urgency_rules._normal_form(text)
-    assert urgency_rules._normal_form_memo.cache_info().hits >= 1
+    assert urgency_rules.normal_form(text) == form == urgency_rules.normal_form.__wrapped__(text)
+    assert urgency_rules.normal_form.memo.cache_info().hits >= 1
     long_text = "ブレーキが効かない。" * 300
-    before = offline_policy._category_memo.cache_info()
-    assert offline_policy._category(long_text) == offline_policy._category_of(long_text)
-    assert urgency_rules.normal_form(long_text) == urgency_rules._normal_form(long_text)
-    assert offline_policy._category_memo.cache_info() == before
+    before = offline_policy._category.memo.cache_info()
+    assert offline_policy._category(long_text) == offline_policy._category.__wrapped__(long_text)
+    assert urgency_rules.normal_form(long_text) == urgency_rules.normal_form.__wrapped__(long_text)
+    assert offline_policy._category.memo.cache_info() == before
