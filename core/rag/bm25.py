@@ -20,6 +20,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from core.text.memo import short_text_memo
+
 Tokenizer = Callable[[str], list[str]]
 
 QUERY_MEMO = 256  # queries whose tokens an index remembers
@@ -61,7 +63,8 @@ class BM25Index:
         self._data = np.zeros(0, dtype=np.float32)  # per (term, doc) BM25 score, term-major
         self._docs = np.zeros(0, dtype=np.int32)  # document of each entry
         self._indptr = np.zeros(1, dtype=np.int64)  # term t's entries: [indptr[t], indptr[t+1])
-        self._query_memo: dict[str, tuple[str, ...]] = {}  # a query's tokens (:meth:`query_tokens`)
+        # a query's tokens (:meth:`query_tokens`), per index as its tokenizer is
+        self._query_memo = short_text_memo(QUERY_MEMO, QUERY_MEMO_MAX_CHARS)(lambda q: tuple(self.tokenizer(q)))
 
     # --- building ------------------------------------------------------------------------------
     def build(self, texts: Sequence[str]) -> None:
@@ -107,15 +110,7 @@ class BM25Index:
     def query_tokens(self, query: str) -> list[str]:
         """``query``'s tokens, remembered per text (:data:`QUERY_MEMO` texts of at most
         :data:`QUERY_MEMO_MAX_CHARS` characters): a turn searches with the same symptom several times."""
-        if not isinstance(query, str) or len(query) > QUERY_MEMO_MAX_CHARS:
-            return self.tokenizer(query)
-        tokens = self._query_memo.get(query)
-        if tokens is None:
-            tokens = tuple(self.tokenizer(query))
-            if len(self._query_memo) >= QUERY_MEMO:
-                self._query_memo.clear()
-            self._query_memo[query] = tokens
-        return list(tokens)
+        return list(self._query_memo(query))
 
     def _postings(self, term_id: int) -> slice:
         if term_id + 1 >= len(self._indptr):
