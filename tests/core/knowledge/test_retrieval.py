@@ -11,7 +11,7 @@ import pytest
 
 from bench.knowledge_recall import REVIEWER, load_library
 from core.identity import Identity
-from core.knowledge.retrieval import KnowledgeIndex, knowledge_index
+from core.knowledge.retrieval import MIN_SCORE, KnowledgeIndex, knowledge_index
 from core.paths import ROOT
 from core.store.db import create_scratch_database, drop_database
 from core.store.store import Store
@@ -57,8 +57,11 @@ def test_a_paraphrase_finds_the_confirmed_entry_first(store):
     assert all(0.3 <= h.score <= 1.0 for h in hits) and [h.score for h in hits] == sorted((h.score for h in hits),
                                                                                           reverse=True)
     assert index.search("有給休暇の申請方法を教えて") == []  # nothing fits
-    only_sales = index.search(CAP, n=3, contract_type="売買契約")
-    assert only_sales and all(h.contract_type == "売買契約" for h in only_sales)
+    # the filter is what is checked here, not the threshold: the best 売買契約 entry for CAP (its damages
+    # exclusion, not a cap) scores 0.30 ± 0.002 between the two e5 engines, on the line of MIN_SCORE
+    only_sales = index.search(CAP, n=3, contract_type="売買契約", min_score=0.0)
+    assert len(only_sales) == 3 and all(h.contract_type == "売買契約" for h in only_sales)
+    assert all(h.score >= MIN_SCORE for h in index.search(CAP, n=3, contract_type="売買契約"))
 
 
 def test_confirm_edit_archive_and_restore_are_seen_on_the_next_search(store):
