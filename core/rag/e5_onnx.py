@@ -73,7 +73,7 @@ class E5Onnx:
         n_pieces = r.take("i")
         self.bos, self.eos, self.pad, self.unk = (r.take("i") for _ in range(4))
         bloblen = r.take("Q")
-        offs = np.frombuffer(r.bytes((n_pieces + 1) * 4), dtype="<u4")
+        offs = np.frombuffer(r.bytes((n_pieces + 1) * 4), dtype="<u4").tolist()  # plain ints: 250,000 slices below
         scores = np.frombuffer(r.bytes(n_pieces * 4), dtype="<f4")
         blob = bytes(r.bytes(bloblen))
         self._pieces: dict[str, int] = {}
@@ -168,8 +168,8 @@ class E5Onnx:
         inits: list[Any] = []
         nodes: list[Any] = []
 
-        def const(name: str, array: np.ndarray) -> str:
-            inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        def const(name: str, values: np.ndarray) -> str:
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(values), name))
             return name
 
         def matmul(x: str, prefix: str, n_out: int, n_in: int) -> str:
